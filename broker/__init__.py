@@ -1,0 +1,1 @@
+"""Tributary broker: the sans-IO core (`broker.core`) and its thin Trio shell."""

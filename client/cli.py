@@ -1,0 +1,72 @@
+"""The `tributary` command line, in the conventions of Kafka's tools.
+
+Every command is a function taking the parsed arguments and returning an exit code.
+`main` turns any `CliError` (and any other failure) into one clear line on stderr and a
+non-zero exit: users never see a traceback for bad input or an unreachable broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from client import __version__
+from client.commands import COMMAND_MODULES
+
+
+class CliError(Exception):
+    """A failure to report to the user as one line."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        raise CliError(f"{self.prog}: {message} (see --help)", exit_code=2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tributary",
+        description="Tributary: a replicated, partitioned commit-log broker (Kafka-style).",
+    )
+    parser.add_argument("--version", action="version", version=f"tributary {__version__}")
+    parser.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT[,HOST:PORT]",
+        default=None,
+        help="brokers to bootstrap from (default: the running local cluster, "
+        "else localhost:9092)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"client.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help()
+            return 0
+        return int(handler(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # the last line of defence: one line, never a traceback
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Local clusters as child processes: ZooKeeper, controllers and brokers, by pid."""

@@ -1,0 +1,176 @@
+"""Run a real ZooKeeper server (Debian's jar) as a child process.
+
+`ZooKeeperServer.start()` writes a zoo.cfg into its data directory, launches
+`java ... QuorumPeerMain zoo.cfg` on a free loopback port, and waits until the
+four-letter command `ruok` answers `imok`. `stop()` kills exactly that pid. Used by
+the test fixtures and by the local cluster launcher alike.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_JAR = "/usr/share/java/zookeeper.jar"
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+class ZooKeeperError(RuntimeError):
+    """ZooKeeper could not be found or started."""
+
+
+def zookeeper_jar() -> Path:
+    jar = Path(os.environ.get("TRIBUTARY_ZOOKEEPER_JAR", DEFAULT_JAR))
+    if not jar.is_file():
+        raise ZooKeeperError(
+            f"ZooKeeper jar not found at {jar}: run `make setup` (installs Debian's "
+            "zookeeper package) or set TRIBUTARY_ZOOKEEPER_JAR"
+        )
+    return jar
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (bind 0, read, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command and return the whole answer ('' on failure)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(word.encode())
+            chunks = []
+            while chunk := s.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class ZooKeeperServer:
+    data_dir: Path
+    port: int = 0
+    host: str = "127.0.0.1"
+    tick_time_ms: int = 500
+    max_session_timeout_ms: int = 60_000
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "zookeeper.out"
+
+    def write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cfg = self.data_dir / "zoo.cfg"
+        cfg.write_text(
+            "\n".join(
+                [
+                    f"dataDir={self.data_dir.resolve() / 'data'}",
+                    f"clientPort={self.port}",
+                    f"clientPortAddress={self.host}",
+                    f"tickTime={self.tick_time_ms}",
+                    f"minSessionTimeout={2 * self.tick_time_ms}",
+                    f"maxSessionTimeout={self.max_session_timeout_ms}",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,stat,mntr",
+                    "maxClientCnxns=0",
+                    "autopurge.purgeInterval=0",
+                    "",
+                ]
+            )
+        )
+        return cfg
+
+    def command(self) -> list[str]:
+        java = shutil.which("java")
+        if java is None:
+            raise ZooKeeperError("java not found on PATH: run `make setup`")
+        return [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            str(zookeeper_jar()),
+            MAIN_CLASS,
+            str(self.write_config()),
+        ]
+
+    def start(self, timeout: float = 30.0, *, detach: bool = False) -> ZooKeeperServer:
+        if self.port == 0:
+            self.port = free_port(self.host)
+        cmd = self.command()
+        out = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            self.process = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=detach,
+            )
+        finally:
+            out.close()
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise ZooKeeperError(
+                    f"ZooKeeper exited with {self.process.returncode}; see {self.log_path}"
+                )
+            if four_letter_word(self.host, self.port, "ruok", timeout=0.5) == "imok":
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise ZooKeeperError(f"ZooKeeper did not answer ruok within {timeout}s")
+
+    def pause(self) -> None:
+        """SIGSTOP: clients' sessions expire once it stays stopped past their timeout."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Kill exactly our pid and reap it."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.kill(proc.pid, signal.SIGCONT)  # a paused JVM cannot die of SIGTERM
+            proc.terminate()
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> ZooKeeperServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""Tributary controller: pure election and cluster-state logic plus a Trio/ZooKeeper shell."""

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Idempotent setup: a .venv with the project and its test dependencies, ZooKeeper from
+# Debian's package when no ZooKeeper jar is present, and docker-compose (v1, Debian's
+# package) to validate docker-compose.yml offline. Safe to run again: it only does what
+# is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+STAMP=$VENV/.setup-stamp
+ZK_JAR=${TRIBUTARY_ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}
+
+say() { printf 'setup: %s\n' "$*"; }
+
+pick_python() {
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+      echo "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+
+apt_install() {
+  # apt_install PKG...: install Debian packages when we are root; otherwise say how.
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing: $*. Run: sudo apt-get install -y --no-install-recommends $*"
+    return 1
+  fi
+  if [ -z "${APT_UPDATED:-}" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    APT_UPDATED=1
+  fi
+  say "installing Debian packages: $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# 1. Python virtual environment with the project (editable) and test dependencies.
+if [ ! -x "$VENV/bin/python" ]; then
+  PY=$(pick_python) || { say "need Python >= 3.11 on PATH"; exit 1; }
+  say "creating $VENV with $PY"
+  "$PY" -m venv "$VENV"
+fi
+if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+  say "installing the project and its test dependencies into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+  "$VENV/bin/python" -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+  "$VENV/bin/python" -c 'import trio, msgpack, kazoo, pyspark, pytest_trio, hypothesis' \
+    || { say "the virtual environment is incomplete; see the pip output above"; exit 1; }
+  touch "$STAMP"
+fi
+
+# 2. ZooKeeper (the jar and its Class-Path dependencies) and a Java runtime.
+if [ ! -f "$ZK_JAR" ]; then
+  if [ -n "${TRIBUTARY_ZOOKEEPER_JAR:-}" ]; then
+    say "TRIBUTARY_ZOOKEEPER_JAR=$ZK_JAR does not exist"; exit 1
+  fi
+  apt_install zookeeper || {
+    say "or set TRIBUTARY_ZOOKEEPER_JAR to the zookeeper jar of an existing install"; exit 1; }
+fi
+if ! command -v java >/dev/null 2>&1; then
+  apt_install default-jre-headless || exit 1
+fi
+
+# 3. docker-compose v1, only to validate docker-compose.yml (no engine is needed for that).
+if ! command -v docker-compose >/dev/null 2>&1; then
+  apt_install docker-compose || say "docker-compose is absent: the compose file test will be skipped"
+fi
+
+exit 0

@@ -1,0 +1,1 @@
+"""Offline analytics over broker segment logs and metrics with PySpark."""
