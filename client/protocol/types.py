@@ -11,3 +11,24 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+MAX_TOPIC_NAME_LENGTH = 249  # Kafka's limit: leaves room for "-<partition>" in a 255-byte name
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def topic_name_problem(name: object) -> str | None:
+    """Why `name` cannot be a topic name (Kafka's rules), or None if it can."""
+    if not isinstance(name, str) or not name:
+        return "topic name must be a non-empty string"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    bad = sorted(set(name) - _LEGAL_TOPIC_CHARS)
+    if bad:
+        return (
+            f"topic name {name!r} contains illegal characters {''.join(bad)!r} "
+            "(allowed: a-z A-Z 0-9 . _ -)"
+        )
+    return None

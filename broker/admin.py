@@ -1,0 +1,395 @@
+"""Admin requests that brokers turn into ZooKeeper writes, as Kafka 2.x's admin did.
+
+How it works: CreateTopics validates each topic (name, partitions, replication factor
+against the live brokers in /brokers/ids, configs against the topic config names, or a
+given assignment), computes the assignment (`core/assignment.py`), writes
+/config/topics/<t> and then /brokers/topics/<t>; the controller does the rest. The
+response waits (up to the request's timeout) until this broker's metadata cache shows
+every partition with a leader, so a client can produce right after. DeleteTopics marks
+/admin/delete_topics/<t> and waits for the topic to leave the metadata. ElectLeaders
+and AlterPartitionReassignments write the /admin znodes the controller watches.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from broker.core.assignment import AssignmentError, assign_replicas, validate_assignment
+from broker.core.log.config import LogConfig
+from broker.core.log.errors import ConfigError
+from broker.network import error_answer
+from client.protocol import messages as m
+from client.protocol import zkdata
+from client.protocol.errors import ErrorCode
+from client.protocol.types import TopicPartition, topic_name_problem
+from client.zk import NodeExistsError
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+
+log = logging.getLogger(__name__)
+
+
+class TopicProblem(Exception):
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class AdminHandlers:
+    def __init__(self, server: BrokerServer):
+        self.server = server
+
+    @property
+    def zk(self):
+        return self.server.zk
+
+    async def _live_brokers(self) -> set[int]:
+        children = await self.zk.get_children_or_empty(zkdata.BROKERS_IDS)
+        return {int(c) for c in children if c.isdigit()}
+
+    # -- CreateTopics -------------------------------------------------------------------
+    async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        live = await self._live_brokers()
+        results: dict[str, m.CreateTopicsResponseTopic] = {}
+        created: dict[str, int] = {}
+        names = [t.name for t in request.topics]
+        for topic in request.topics:
+            if names.count(topic.name) > 1:
+                results[topic.name] = _create_result(
+                    topic.name, ErrorCode.INVALID_REQUEST, "topic listed twice in one request"
+                )
+                continue
+            try:
+                assignment, config = await self._plan_topic(topic, live)
+                if not request.validate_only:
+                    await self._write_topic(topic.name, assignment, config)
+                    created[topic.name] = len(assignment)
+                rf = len(next(iter(assignment.values())))
+                results[topic.name] = m.CreateTopicsResponseTopic(
+                    name=topic.name,
+                    error_code=ErrorCode.NONE,
+                    error_message=None,
+                    num_partitions=len(assignment),
+                    replication_factor=rf,
+                )
+                if not request.validate_only:
+                    log.info(
+                        "created topic %s: %d partitions, RF %d, config %s",
+                        topic.name,
+                        len(assignment),
+                        rf,
+                        config,
+                    )
+            except TopicProblem as problem:
+                results[topic.name] = _create_result(topic.name, problem.code, problem.message)
+        if created:
+            done = await self.server.wait_for_metadata(
+                lambda: all(
+                    self.server.metadata_cache.has_leaders(t, n) for t, n in created.items()
+                ),
+                request.timeout_ms / 1000,
+            )
+            if not done:
+                for name in created:
+                    if not self.server.metadata_cache.has_leaders(name, created[name]):
+                        old = results[name]
+                        results[name] = _create_result(
+                            name,
+                            ErrorCode.REQUEST_TIMED_OUT,
+                            "topic created, but its leaders were not elected within the timeout",
+                            old.num_partitions,
+                            old.replication_factor,
+                        )
+        return m.CreateTopicsResponse(throttle_time_ms=0, topics=list(results.values()))
+
+    async def _plan_topic(
+        self, topic: m.CreateTopicsTopic, live: set[int]
+    ) -> tuple[dict[int, list[int]], dict[str, str]]:
+        if (problem := topic_name_problem(topic.name)) is not None:
+            raise TopicProblem(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if await self.zk.exists(zkdata.topic_path(topic.name)) is not None:
+            raise TopicProblem(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
+            )
+        if await self.zk.exists(zkdata.delete_topic_path(topic.name)) is not None:
+            raise TopicProblem(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} is marked for deletion"
+            )
+        config: dict[str, str] = {}
+        for entry in topic.configs:
+            if entry.value is None:
+                continue
+            config[entry.name] = entry.value
+        defaults = LogConfig.from_properties(self.server.config.default_topic_properties())
+        try:
+            LogConfig.from_properties(config, defaults)
+        except ConfigError as exc:
+            raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                raise TopicProblem(
+                    ErrorCode.INVALID_REQUEST,
+                    "give either an assignment or partitions and replication factor",
+                )
+            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            if (problem := validate_assignment(assignment, live)) is not None:
+                raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+            return assignment, config
+        partitions = topic.num_partitions
+        if partitions == -1:
+            partitions = self.server.config["num.partitions"]
+        if partitions <= 0:
+            raise TopicProblem(ErrorCode.INVALID_PARTITIONS, "number of partitions must be > 0")
+        rf = topic.replication_factor
+        if rf == -1:
+            rf = self.server.config["default.replication.factor"]
+        if rf <= 0:
+            raise TopicProblem(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be > 0"
+            )
+        if rf > len(live):
+            raise TopicProblem(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {rf} is larger than the {len(live)} live broker(s)",
+            )
+        try:
+            return assign_replicas(partitions, rf, sorted(live)), config
+        except AssignmentError as exc:
+            raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+
+    async def _write_topic(
+        self, name: str, assignment: dict[int, list[int]], config: dict[str, str]
+    ) -> None:
+        config_path = zkdata.topic_config_path(name)
+        data = zkdata.encode_topic_config(config)
+        if await self.zk.exists(config_path) is None:
+            try:
+                await self.zk.create(config_path, data, makepath=True)
+            except NodeExistsError:
+                await self.zk.set(config_path, data)
+        else:
+            await self.zk.set(config_path, data)
+        value = zkdata.TopicAssignment(name, {p: tuple(r) for p, r in assignment.items()}).encode()
+        try:
+            await self.zk.create(zkdata.topic_path(name), value, makepath=True)
+        except NodeExistsError:
+            raise TopicProblem(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+            ) from None
+
+    # -- DeleteTopics -------------------------------------------------------------------
+    async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        responses: dict[str, m.DeleteTopicsResponseTopic] = {}
+        marked: list[str] = []
+        for name in request.topic_names:
+            if not self.server.config["delete.topic.enable"]:
+                responses[name] = _delete_result(
+                    name, ErrorCode.POLICY_VIOLATION, "topic deletion is disabled on this broker"
+                )
+                continue
+            if await self.zk.exists(zkdata.topic_path(name)) is None:
+                responses[name] = _delete_result(
+                    name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+                )
+                continue
+            try:
+                await self.zk.create(zkdata.delete_topic_path(name), b"", makepath=True)
+            except NodeExistsError:
+                pass
+            marked.append(name)
+            responses[name] = _delete_result(name, ErrorCode.NONE, None)
+        if marked:
+            cache = self.server.metadata_cache
+
+            def gone() -> bool:
+                return not any(cache.contains_topic(n) for n in marked)
+
+            if not await self.server.wait_for_metadata(gone, request.timeout_ms / 1000):
+                for name in marked:
+                    if cache.contains_topic(name):
+                        responses[name] = _delete_result(
+                            name,
+                            ErrorCode.REQUEST_TIMED_OUT,
+                            "marked for deletion; not yet deleted within the timeout",
+                        )
+        return m.DeleteTopicsResponse(throttle_time_ms=0, responses=list(responses.values()))
+
+    # -- ElectLeaders (preferred) -----------------------------------------------------------
+    async def elect_leaders(self, request: m.ElectLeadersRequest):
+        if request.election_type != m.PREFERRED_ELECTION:
+            return error_answer(
+                ErrorCode.INVALID_REQUEST,
+                "only preferred leader election is available on demand; unclean election "
+                "happens automatically where unclean.leader.election.enable=true",
+            )
+        cache = self.server.metadata_cache
+        if request.topic_partitions is None:
+            wanted = [tp for tp, _ in cache.all_partitions()]
+        else:
+            wanted = [
+                TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions
+            ]
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        to_elect = []
+        for tp in wanted:
+            state = cache.partition(tp)
+            if state is None:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            elif state.replicas and state.leader == state.replicas[0]:
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica leads")
+            else:
+                to_elect.append(tp)
+        if to_elect:
+            await self._write_preferred_election(to_elect, request.timeout_ms / 1000)
+
+            def elected() -> bool:
+                for tp in to_elect:
+                    state = cache.partition(tp)
+                    if state is None or not state.replicas or state.leader != state.replicas[0]:
+                        return False
+                return True
+
+            await self.server.wait_for_metadata(elected, request.timeout_ms / 1000)
+            for tp in to_elect:
+                state = cache.partition(tp)
+                if state is not None and state.replicas and state.leader == state.replicas[0]:
+                    results[tp] = (ErrorCode.NONE, None)
+                else:
+                    results[tp] = (
+                        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                        "the preferred replica is not alive and in the ISR",
+                    )
+        by_topic: dict[str, list[m.ElectLeadersPartitionResult]] = {}
+        for tp, (code, message) in results.items():
+            by_topic.setdefault(tp.topic, []).append(
+                m.ElectLeadersPartitionResult(
+                    partition_id=tp.partition, error_code=code, error_message=message
+                )
+            )
+        return m.ElectLeadersResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            replica_election_results=[
+                m.ElectLeadersResponseTopic(topic=t, partition_result=r)
+                for t, r in by_topic.items()
+            ],
+        )
+
+    async def _write_preferred_election(self, partitions: list[TopicPartition], timeout_s: float):
+        data = zkdata.encode_partition_list([(tp.topic, tp.partition) for tp in partitions])
+        with trio.move_on_after(timeout_s):
+            while True:
+                try:
+                    await self.zk.create(
+                        zkdata.ADMIN_PREFERRED_REPLICA_ELECTION, data, makepath=True
+                    )
+                    return
+                except NodeExistsError:
+                    await trio.sleep(0.1)  # another election is being processed
+
+    # -- reassignments ------------------------------------------------------------------
+    async def alter_partition_reassignments(self, request: m.AlterPartitionReassignmentsRequest):
+        plan: dict[tuple[str, int], tuple[int, ...]] = {}
+        results: dict[str, list[m.AlterPartitionReassignmentsResponsePartition]] = {}
+        live = await self._live_brokers()
+        for topic in request.topics:
+            data = await self.zk.get_or_none(zkdata.topic_path(topic.name))
+            current = zkdata.TopicAssignment.decode(topic.name, data[0]) if data else None
+            for part in topic.partitions:
+                code, message = ErrorCode.NONE, None
+                if current is None or part.partition_index not in current.partitions:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+                elif part.replicas is None:
+                    code, message = (
+                        ErrorCode.INVALID_REQUEST,
+                        "cancelling a reassignment is not supported",
+                    )
+                elif not part.replicas or len(set(part.replicas)) != len(part.replicas):
+                    code, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, "empty or duplicate"
+                elif any(r not in live for r in part.replicas):
+                    code, message = (
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"brokers not live: {sorted(set(part.replicas) - live)}",
+                    )
+                else:
+                    plan[(topic.name, part.partition_index)] = tuple(part.replicas)
+                results.setdefault(topic.name, []).append(
+                    m.AlterPartitionReassignmentsResponsePartition(
+                        partition_index=part.partition_index, error_code=code, error_message=message
+                    )
+                )
+        top_code, top_message = ErrorCode.NONE, None
+        if plan:
+            try:
+                await self.zk.create(
+                    zkdata.ADMIN_REASSIGN_PARTITIONS,
+                    zkdata.encode_reassignment(plan),
+                    makepath=True,
+                )
+            except NodeExistsError:
+                top_code, top_message = (
+                    ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                    "a reassignment is already in progress",
+                )
+        return m.AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=top_code,
+            error_message=top_message,
+            responses=[
+                m.AlterPartitionReassignmentsResponseTopic(name=name, partitions=parts)
+                for name, parts in results.items()
+            ],
+        )
+
+    async def list_partition_reassignments(self, request: m.ListPartitionReassignmentsRequest):
+        data = await self.zk.get_or_none(zkdata.ADMIN_REASSIGN_PARTITIONS)
+        plan = zkdata.decode_reassignment(data[0]) if data else {}
+        topics: dict[str, list[m.ListPartitionReassignmentsResponsePartition]] = {}
+        for (topic, partition), target in sorted(plan.items()):
+            if request.topics is not None and not any(
+                t.name == topic and partition in t.partition_indexes for t in request.topics
+            ):
+                continue
+            assignment = await self.zk.get_or_none(zkdata.topic_path(topic))
+            current: tuple[int, ...] = ()
+            if assignment is not None:
+                current = zkdata.TopicAssignment.decode(topic, assignment[0]).partitions.get(
+                    partition, ()
+                )
+            topics.setdefault(topic, []).append(
+                m.ListPartitionReassignmentsResponsePartition(
+                    partition_index=partition,
+                    replicas=list(dict.fromkeys(list(target) + list(current))),
+                    adding_replicas=[r for r in target if r not in current],
+                    removing_replicas=[r for r in current if r not in target],
+                )
+            )
+        return m.ListPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            topics=[
+                m.ListPartitionReassignmentsResponseTopic(name=name, partitions=parts)
+                for name, parts in topics.items()
+            ],
+        )
+
+
+def _create_result(
+    name: str, code: ErrorCode, message: str | None, partitions: int = -1, rf: int = -1
+) -> m.CreateTopicsResponseTopic:
+    return m.CreateTopicsResponseTopic(
+        name=name,
+        error_code=code,
+        error_message=message,
+        num_partitions=partitions,
+        replication_factor=rf,
+    )
+
+
+def _delete_result(name: str, code: ErrorCode, message: str | None) -> m.DeleteTopicsResponseTopic:
+    return m.DeleteTopicsResponseTopic(name=name, error_code=code, error_message=message)

@@ -1,0 +1,112 @@
+"""The broker's metrics, registered in one place (Kafka's JMX names in Prometheus form).
+
+Gauges read the replica manager and purgatories when scraped; counters come from the
+core's stats; request rates and latency histograms are fed by the network layer's
+observer returned from `register_broker_metrics`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from client.protocol.api import ApiKey
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+
+
+def register_broker_metrics(server: BrokerServer):
+    reg = server.metrics
+    rm = server.replica_manager
+    stats = rm.stats
+
+    reg.gauge(
+        "under_replicated_partitions",
+        "UnderReplicatedPartitions: led partitions whose ISR is smaller than the replica set",
+        rm.under_replicated_count,
+    )
+    reg.gauge(
+        "under_min_isr_partitions",
+        "UnderMinIsrPartitionCount: led partitions whose ISR is below min.insync.replicas",
+        rm.under_min_isr_count,
+    )
+    reg.gauge(
+        "offline_partitions_count",
+        "OfflinePartitionsCount as this broker's metadata shows it (leader -1)",
+        lambda: sum(1 for _, s in server.metadata_cache.all_partitions() if s.leader < 0),
+    )
+    reg.gauge("leader_count", "LeaderCount: partitions led by this broker", rm.leader_count)
+    reg.gauge(
+        "partition_count", "PartitionCount: partitions hosted here", lambda: len(rm.partitions)
+    )
+    reg.gauge("isr_shrinks_total", "IsrShrinksPerSec as a running total", lambda: stats.isr_shrinks)
+    reg.gauge("isr_expands_total", "IsrExpandsPerSec as a running total", lambda: stats.isr_expands)
+    reg.gauge(
+        "failed_isr_updates_total",
+        "FailedIsrUpdatesPerSec as a running total",
+        lambda: stats.failed_isr_updates,
+    )
+    reg.gauge("truncations_total", "log truncations as a follower", lambda: stats.truncations)
+    reg.gauge("bytes_in_total", "BytesInPerSec as a running total", lambda: stats.bytes_in)
+    reg.gauge("bytes_out_total", "BytesOutPerSec as a running total", lambda: stats.bytes_out)
+    reg.gauge("messages_in_total", "MessagesInPerSec as a running total", lambda: stats.messages_in)
+    reg.gauge(
+        "purgatory_size",
+        "PurgatorySize: delayed operations waiting, per purgatory",
+        lambda: [
+            ({"delayed_operation": "Produce"}, rm.produce_purgatory.pending),
+            ({"delayed_operation": "Fetch"}, rm.fetch_purgatory.pending),
+        ],
+    )
+    reg.gauge(
+        "purgatory_expired_total",
+        "delayed operations that expired, per purgatory",
+        lambda: [
+            ({"delayed_operation": "Produce"}, rm.produce_purgatory.expired_count),
+            ({"delayed_operation": "Fetch"}, rm.fetch_purgatory.expired_count),
+        ],
+    )
+    reg.gauge(
+        "log_end_offset",
+        "LogEndOffset per partition",
+        lambda: [
+            ({"topic": tp.topic, "partition": str(tp.partition)}, p.log_end_offset)
+            for tp, p in sorted(rm.partitions.items())
+        ],
+    )
+    reg.gauge(
+        "high_watermark",
+        "HighWatermark per partition",
+        lambda: [
+            ({"topic": tp.topic, "partition": str(tp.partition)}, p.high_watermark)
+            for tp, p in sorted(rm.partitions.items())
+        ],
+    )
+    reg.gauge(
+        "isr_size",
+        "ISR size per led partition",
+        lambda: [
+            ({"topic": tp.topic, "partition": str(tp.partition)}, len(p.isr))
+            for tp, p in sorted(rm.partitions.items())
+            if p.is_leader
+        ],
+    )
+    requests = reg.counter("requests_total", "RequestsPerSec as a running total, per API")
+    latency = reg.histogram("request_latency_seconds", "TotalTimeMs per API, in seconds")
+    sent = reg.counter("response_bytes_total", "bytes of responses sent, per API")
+    names: dict[int, dict[str, str]] = {}
+
+    def observe(api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
+        labels = names.get(api_key)
+        if labels is None:
+            try:
+                name = ApiKey(api_key).name.title().replace("_", "")
+            except ValueError:
+                name = str(api_key)
+            labels = names[api_key] = {"request": name}
+        requests.inc(1, labels)
+        latency.observe(seconds, labels)
+        if bytes_out:
+            sent.inc(bytes_out, labels)
+
+    return observe

@@ -1,0 +1,184 @@
+"""Broker configuration: Kafka's names and defaults, plus a few of Tributary's own.
+
+`BrokerConfig.load(path, overrides)` reads a properties file and `key=value` overrides;
+every value is typed and validated (`client.properties`). Kafka's defaults are meant for
+production (18 s ZooKeeper sessions, 30 s replica lag); the local cluster and the tests
+pass small values instead of changing the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from broker.core.replica_manager import ReplicationConfig
+from client.properties import (
+    REQUIRED,
+    ConfigDef,
+    ConfigKey,
+    at_least,
+    one_of,
+    parse_listener,
+    read_properties,
+)
+
+DAY_MS = 24 * 3600 * 1000
+LONG_MAX = 2**63 - 1
+
+BROKER_CONFIG = ConfigDef(
+    [
+        ConfigKey("broker.id", "int", REQUIRED, "this broker's id", at_least(0)),
+        ConfigKey("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "address to bind"),
+        ConfigKey(
+            "advertised.listeners", "str", "", "address clients should use (default: listeners)"
+        ),
+        ConfigKey("broker.rack", "str", "", "rack id (informational)"),
+        ConfigKey("log.dirs", "str", "/tmp/tributary-logs", "the log directory"),
+        ConfigKey("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string"),
+        ConfigKey("zookeeper.session.timeout.ms", "int", 18_000, "ZooKeeper session timeout"),
+        ConfigKey("zookeeper.connection.timeout.ms", "int", 18_000, "wait this long for ZooKeeper"),
+        ConfigKey("num.partitions", "int", 1, "default partitions for new topics", at_least(1)),
+        ConfigKey("default.replication.factor", "int", 1, "default RF for new topics", at_least(1)),
+        ConfigKey("min.insync.replicas", "int", 1, "default min ISR for acks=all", at_least(1)),
+        ConfigKey(
+            "unclean.leader.election.enable", "bool", False, "default for topics (controller)"
+        ),
+        ConfigKey("auto.create.topics.enable", "bool", False, "create topics on metadata requests"),
+        ConfigKey("delete.topic.enable", "bool", True, "allow DeleteTopics"),
+        ConfigKey("message.max.bytes", "int", 1_048_588, "largest record batch", at_least(0)),
+        ConfigKey(
+            "socket.request.max.bytes", "int", 104_857_600, "largest request frame", at_least(1024)
+        ),
+        ConfigKey("log.segment.bytes", "int", 1 << 30, "segment size before a roll", at_least(14)),
+        ConfigKey("log.roll.ms", "int", 7 * DAY_MS, "segment age before a roll", at_least(1)),
+        ConfigKey("log.retention.ms", "int", 7 * DAY_MS, "delete segments older than this"),
+        ConfigKey("log.retention.bytes", "int", -1, "delete old segments above this size"),
+        ConfigKey("log.index.interval.bytes", "int", 4096, "bytes between index entries"),
+        ConfigKey("log.index.size.max.bytes", "int", 10 * 1024 * 1024, "index size before a roll"),
+        ConfigKey("log.flush.interval.messages", "int", LONG_MAX, "fsync after this many messages"),
+        ConfigKey("log.flush.interval.ms", "int", LONG_MAX, "fsync after this long"),
+        ConfigKey("log.flush.scheduler.interval.ms", "int", 1000, "how often to check flushes"),
+        ConfigKey(
+            "log.flush.offset.checkpoint.interval.ms",
+            "int",
+            60_000,
+            "how often to checkpoint recovery points",
+        ),
+        ConfigKey("log.retention.check.interval.ms", "int", 300_000, "how often retention runs"),
+        ConfigKey(
+            "log.message.timestamp.type",
+            "str",
+            "CreateTime",
+            "CreateTime or LogAppendTime",
+            one_of("CreateTime", "LogAppendTime"),
+        ),
+        ConfigKey("replica.lag.time.max.ms", "int", 30_000, "ISR lag limit", at_least(1)),
+        ConfigKey("replica.fetch.max.bytes", "int", 1_048_576, "per-partition fetch size"),
+        ConfigKey(
+            "replica.fetch.response.max.bytes", "int", 10_485_760, "follower fetch response size"
+        ),
+        ConfigKey("replica.fetch.wait.max.ms", "int", 500, "follower long-poll time"),
+        ConfigKey("replica.fetch.min.bytes", "int", 1, "follower fetch min bytes"),
+        ConfigKey("replica.fetch.backoff.ms", "int", 1000, "follower back-off after an error"),
+        ConfigKey("replica.socket.timeout.ms", "int", 30_000, "follower request timeout"),
+        ConfigKey(
+            "replica.high.watermark.checkpoint.interval.ms",
+            "int",
+            5000,
+            "how often HWs are checkpointed",
+        ),
+        ConfigKey(
+            "isr.change.propagation.blackout.ms",
+            "int",
+            5000,
+            "publish ISR changes after this long without one",
+        ),
+        ConfigKey(
+            "isr.change.propagation.interval.ms",
+            "int",
+            60_000,
+            "publish ISR changes at least this often",
+        ),
+        ConfigKey("controlled.shutdown.enable", "bool", True, "ask the controller before exiting"),
+        ConfigKey("controlled.shutdown.max.retries", "int", 3, "controlled shutdown attempts"),
+        ConfigKey(
+            "controlled.shutdown.retry.backoff.ms", "int", 5000, "wait between those attempts"
+        ),
+        ConfigKey("request.timeout.ms", "int", 30_000, "timeout of requests this broker sends"),
+        ConfigKey("metrics.port", "int", -1, "Prometheus metrics HTTP port (-1 off, 0 any)"),
+        ConfigKey(
+            "metrics.snapshot.interval.ms", "int", 10_000, "JSON-lines metrics snapshot period"
+        ),
+        ConfigKey("max.connections", "int", 1000, "concurrent client connections", at_least(1)),
+        ConfigKey(
+            "queued.max.requests.per.connection",
+            "int",
+            64,
+            "pipelined requests read ahead per connection",
+            at_least(1),
+        ),
+    ]
+)
+
+
+class BrokerConfig:
+    def __init__(self, values: Mapping[str, Any]):
+        self.values = BROKER_CONFIG.parse(values)
+        self.bind_host, self.bind_port = parse_listener(self.values["listeners"])
+        advertised = self.values["advertised.listeners"] or self.values["listeners"]
+        self.advertised_host, self.advertised_port = parse_listener(advertised)
+        if self.advertised_host in ("0.0.0.0", "", "::"):
+            self.advertised_host = "127.0.0.1"
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
+    ) -> BrokerConfig:
+        values: dict[str, str] = {}
+        if path is not None:
+            values.update(read_properties(path))
+        values.update(overrides or {})
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        return self.values["broker.id"]
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.values["log.dirs"].split(",")[0])
+
+    def replication(self) -> ReplicationConfig:
+        v = self.values
+        return ReplicationConfig(
+            replica_lag_time_max_ms=v["replica.lag.time.max.ms"],
+            replica_fetch_max_bytes=v["replica.fetch.max.bytes"],
+            replica_fetch_response_max_bytes=v["replica.fetch.response.max.bytes"],
+            replica_fetch_wait_max_ms=v["replica.fetch.wait.max.ms"],
+            replica_fetch_min_bytes=v["replica.fetch.min.bytes"],
+            replica_fetch_backoff_ms=v["replica.fetch.backoff.ms"],
+            isr_change_propagation_blackout_ms=v["isr.change.propagation.blackout.ms"],
+            isr_change_propagation_interval_ms=v["isr.change.propagation.interval.ms"],
+        )
+
+    def default_topic_properties(self) -> dict[str, str]:
+        """Broker-level defaults for topic configs (Kafka's log.* -> topic name mapping)."""
+        v = self.values
+        return {
+            "segment.bytes": str(v["log.segment.bytes"]),
+            "segment.ms": str(v["log.roll.ms"]),
+            "retention.ms": str(v["log.retention.ms"]),
+            "retention.bytes": str(v["log.retention.bytes"]),
+            "index.interval.bytes": str(v["log.index.interval.bytes"]),
+            "segment.index.bytes": str(v["log.index.size.max.bytes"]),
+            "max.message.bytes": str(v["message.max.bytes"]),
+            "flush.messages": str(v["log.flush.interval.messages"]),
+            "flush.ms": str(v["log.flush.interval.ms"]),
+            "message.timestamp.type": v["log.message.timestamp.type"],
+            "min.insync.replicas": str(v["min.insync.replicas"]),
+            "unclean.leader.election.enable": str(v["unclean.leader.election.enable"]).lower(),
+        }

@@ -1,0 +1,88 @@
+"""DelayedFetch: a fetch waiting for enough bytes, a leadership change or its deadline.
+
+How it works (SPEC.md "Fetch"; Kafka's `DelayedFetch.scala`): a fetch that found fewer
+than `min_bytes` waits in the fetch purgatory, watched under each of its partitions.
+Appends (for followers) and HW moves (for consumers) re-check it. `try_complete`
+completes it when any of these holds:
+
+- Case A: this broker is no longer the leader of one of the partitions;
+- Case B: this broker no longer hosts one of the partitions (StopReplica/deleted);
+- Case C: a partition's leader epoch no longer matches the fetch's (fenced);
+- Case D: a partition's readable end (LEO for followers, HW for consumers) is now
+  *below* the fetch offset (the log was truncated): answer now so the fetcher resyncs;
+- Case E: the bytes readable across all partitions reached `min_bytes`.
+
+On expiry it completes as well. Either way `on_complete` re-reads every partition (the
+data may have moved) through the replica manager and responds once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.core.errors import PartitionError
+from broker.core.purgatory import DelayedOperation
+from client.protocol.types import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionRequest:
+    fetch_offset: int
+    current_leader_epoch: int
+    partition_max_bytes: int
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class DelayedFetch(DelayedOperation):
+    __slots__ = ("params", "partitions", "_get_partition", "_complete")
+
+    def __init__(
+        self,
+        deadline_ms: int,
+        params: FetchParams,
+        partitions: dict[TopicPartition, FetchPartitionRequest],
+        get_partition: Callable[[TopicPartition], object | None],
+        complete: Callable[[], None],
+    ):
+        super().__init__(deadline_ms)
+        self.params = params
+        self.partitions = partitions
+        self._get_partition = get_partition
+        self._complete = complete
+
+    def try_complete(self, now_ms: int) -> bool:
+        from_follower = self.params.from_follower
+        needed = max(self.params.min_bytes, 1)
+        accumulated = 0
+        for tp, request in self.partitions.items():
+            partition = self._get_partition(tp)
+            if partition is None:  # Case B
+                return True
+            try:
+                partition.check_leader(request.current_leader_epoch)
+            except PartitionError:  # Case A or C
+                return True
+            end = partition.fetch_upper_bound(from_follower)
+            if end < request.fetch_offset:  # Case D
+                return True
+            if end > request.fetch_offset:
+                accumulated += partition.bytes_available(
+                    request.fetch_offset, end, request.partition_max_bytes, needed - accumulated
+                )
+        return accumulated >= needed  # Case E
+
+    def on_complete(self) -> None:
+        self._complete()

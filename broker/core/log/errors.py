@@ -1,0 +1,52 @@
+"""The log store's exception types.
+
+Every error the store raises on purpose derives from `LogError`, except the record-format
+errors, which come from `client.protocol.records` (`RecordError`, a `ValueError`, with
+`CorruptRecordError` and `InvalidRecordError`) and are re-exported here so callers can
+catch everything from one place.
+"""
+
+from __future__ import annotations
+
+from client.protocol.records import CorruptRecordError, InvalidRecordError, RecordError
+
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "LogDirLockedError",
+    "LogError",
+    "OffsetOutOfRangeError",
+    "RecordError",
+    "RecordTooLargeError",
+    "UnexpectedAppendOffsetError",
+]
+
+
+class LogError(Exception):
+    """Base of the log store's own errors."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """The requested offset is below the log start offset or above the log end offset."""
+
+
+class RecordTooLargeError(LogError):
+    """A batch is larger than the topic's `max.message.bytes`."""
+
+
+class UnexpectedAppendOffsetError(LogError):
+    """A follower append does not continue the log (its first offset is below the LEO)."""
+
+
+class CheckpointError(LogError):
+    """A checkpoint file is malformed; the message names the file and the line."""
+
+
+class ConfigError(LogError, ValueError):
+    """An unknown topic config name or a bad value; the message says which and why."""
+
+
+class LogDirLockedError(LogError):
+    """Another process (or another LogManager in this one) holds the log dir's lock."""

@@ -1,0 +1,96 @@
+"""The broker's view of the cluster, filled by the controller's UpdateMetadata requests.
+
+How it works: each UpdateMetadata carries partition states (leader, epoch, ISR,
+replicas, offline replicas) and the full list of live brokers; the cache replaces the
+brokers and merges the partitions. A partition whose leader is `LEADER_DURING_DELETE`
+is being deleted and leaves the cache. Metadata requests, "is this partition known?"
+checks and the CreateTopics/DeleteTopics waits all read from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from client.protocol.types import TopicPartition
+from client.protocol.zkdata import LEADER_DURING_DELETE
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    zk_version: int = 0
+    controller_epoch: int = 0
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.topics: dict[str, dict[int, PartitionMetadata]] = {}
+        self.version = 0  # bumped on every update: waiters compare it
+
+    def update(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: list[tuple[TopicPartition, PartitionMetadata]],
+        live_brokers: list[BrokerEndpoint],
+    ) -> list[TopicPartition]:
+        """Apply an UpdateMetadata. Returns the partitions that were deleted."""
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        self.brokers = {b.broker_id: b for b in live_brokers}
+        deleted = []
+        for tp, state in partitions:
+            if state.leader == LEADER_DURING_DELETE:
+                topic = self.topics.get(tp.topic)
+                if topic is not None and topic.pop(tp.partition, None) is not None:
+                    deleted.append(tp)
+                    if not topic:
+                        del self.topics[tp.topic]
+                continue
+            self.topics.setdefault(tp.topic, {})[tp.partition] = state
+        self.version += 1
+        return deleted
+
+    def contains_topic(self, topic: str) -> bool:
+        return topic in self.topics
+
+    def contains_partition(self, tp: TopicPartition) -> bool:
+        return tp.partition in self.topics.get(tp.topic, {})
+
+    def partition(self, tp: TopicPartition) -> PartitionMetadata | None:
+        return self.topics.get(tp.topic, {}).get(tp.partition)
+
+    def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
+        return self.brokers.get(broker_id)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics)
+
+    def all_partitions(self) -> list[tuple[TopicPartition, PartitionMetadata]]:
+        return [
+            (TopicPartition(topic, p), state)
+            for topic, parts in sorted(self.topics.items())
+            for p, state in sorted(parts.items())
+        ]
+
+    def has_leaders(self, topic: str, partition_count: int) -> bool:
+        """True when every partition of the topic is known with a live leader."""
+        parts = self.topics.get(topic)
+        if parts is None or len(parts) < partition_count:
+            return False
+        return all(state.leader >= 0 for state in parts.values())

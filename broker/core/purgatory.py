@@ -1,0 +1,187 @@
+"""Delayed operations and the purgatory that holds them until they can complete.
+
+How it works (after Kafka's `DelayedOperation.scala`, without its locks and timing
+wheel, since the Trio core is single-threaded):
+
+- A `DelayedOperation` is something a request is waiting for (enough replicas to reach an
+  offset, enough bytes to fetch). It completes exactly once, either because
+  `try_complete` found its condition met, or because its deadline passed
+  (`on_expiration`, then `on_complete`), or because someone forced it.
+- `Purgatory.try_complete_else_watch(op, keys, now_ms)` completes the operation now if
+  it can; otherwise it watches it under each key (a partition) and schedules its expiry.
+- `Purgatory.check_and_complete(key, now_ms)` is called when something changed for that
+  key (an append, an HW move, a leadership change); every operation watching it is
+  tried. A completed operation is removed from *every* watch list at once (Kafka needed
+  a reaper thread for this; we keep the back-references instead), so nothing leaks.
+- Expiry uses one binary heap of (deadline, sequence, op) with lazy deletion: completed
+  operations stay in the heap until popped, and the heap is rebuilt when more than half
+  of it is dead. `expire_due(now_ms)` pops what is due; `next_deadline_ms()` tells the
+  shell when to wake up next. No task sleeps per request.
+
+Only the purgatory calls `try_complete` and `force_complete`, so it always knows when an
+operation finished and can unlink it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable, Iterable
+
+
+class DelayedOperation:
+    """A request waiting on a condition, with a deadline.
+
+    Subclasses implement `try_complete(now_ms) -> bool` (return True when the condition
+    holds; the purgatory then completes it), `on_complete()` (build and deliver the
+    response: called exactly once) and optionally `on_expiration()`.
+    """
+
+    __slots__ = ("deadline_ms", "completed", "expired", "completed_ms", "_keys", "_purgatory")
+
+    def __init__(self, deadline_ms: int):
+        self.deadline_ms = deadline_ms
+        self.completed = False
+        self.expired = False
+        self.completed_ms = -1  # when it completed (set before on_complete runs)
+        self._keys: tuple[Hashable, ...] = ()
+        self._purgatory: Purgatory | None = None
+
+    def try_complete(self, now_ms: int) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_complete(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_expiration(self) -> None:
+        """Hook run just before `on_complete` when the deadline passed."""
+
+
+class Purgatory:
+    """Watch lists keyed by partition plus one expiry heap."""
+
+    # Rebuild the heap once this many entries are dead and they are over half of it.
+    _MIN_DEAD_FOR_PURGE = 1024
+
+    def __init__(self, name: str):
+        self.name = name
+        self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
+        self._heap: list[tuple[int, int, DelayedOperation]] = []
+        self._dead_in_heap = 0
+        self._sequence = itertools.count()
+        self._pending = 0
+        self.completed_count = 0
+        self.expired_count = 0
+
+    # -- queries -------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Operations watched and not yet completed (Kafka's purgatory size)."""
+        return self._pending
+
+    def watched_keys(self) -> int:
+        return len(self._watchers)
+
+    def watchers_for(self, key: Hashable) -> int:
+        return len(self._watchers.get(key, ()))
+
+    def next_deadline_ms(self) -> int | None:
+        self._drop_dead_heads()
+        return self._heap[0][0] if self._heap else None
+
+    # -- operations ----------------------------------------------------------------
+    def try_complete_else_watch(
+        self, op: DelayedOperation, keys: Iterable[Hashable], now_ms: int
+    ) -> bool:
+        """Complete `op` now if possible (True); else watch it under every key (False)."""
+        if op.completed:
+            raise ValueError("operation already completed")
+        if op.try_complete(now_ms):
+            self._finish(op, now_ms, expired=False)
+            return True
+        keys = tuple(dict.fromkeys(keys))
+        op._keys = keys
+        op._purgatory = self
+        oid = id(op)
+        for key in keys:
+            self._watchers.setdefault(key, {})[oid] = op
+        heapq.heappush(self._heap, (op.deadline_ms, next(self._sequence), op))
+        self._pending += 1
+        return False
+
+    def check_and_complete(self, key: Hashable, now_ms: int) -> int:
+        """Try every operation watching `key`; return how many completed."""
+        watchers = self._watchers.get(key)
+        if not watchers:
+            return 0
+        done = 0
+        for op in list(watchers.values()):
+            if not op.completed and op.try_complete(now_ms):
+                self._finish(op, now_ms, expired=False)
+                done += 1
+        return done
+
+    def expire_due(self, now_ms: int) -> int:
+        """Expire every operation whose deadline is <= now_ms; return how many."""
+        expired = 0
+        heap = self._heap
+        while heap and heap[0][0] <= now_ms:
+            _, _, op = heapq.heappop(heap)
+            if op.completed:
+                self._dead_in_heap -= 1
+                continue
+            self._finish(op, now_ms, expired=True, popped=True)
+            expired += 1
+        return expired
+
+    def force_complete_all(self, now_ms: int) -> int:
+        """Complete everything now (shutdown), as if each had expired."""
+        done = 0
+        for watchers in list(self._watchers.values()):
+            for op in list(watchers.values()):
+                if not op.completed:
+                    self._finish(op, now_ms, expired=True)
+                    done += 1
+        return done
+
+    # -- internals -----------------------------------------------------------------
+    def _finish(
+        self, op: DelayedOperation, now_ms: int, *, expired: bool, popped: bool = False
+    ) -> None:
+        op.completed = True
+        op.expired = expired
+        op.completed_ms = now_ms
+        if op._purgatory is self:
+            oid = id(op)
+            for key in op._keys:
+                watchers = self._watchers.get(key)
+                if watchers is not None:
+                    watchers.pop(oid, None)
+                    if not watchers:
+                        del self._watchers[key]
+            op._keys = ()
+            op._purgatory = None
+            self._pending -= 1
+            if not popped:  # its heap entry is now dead until popped or purged
+                self._dead_in_heap += 1
+                self._maybe_purge_heap()
+        if expired:
+            self.expired_count += 1
+            op.on_expiration()
+        else:
+            self.completed_count += 1
+        op.on_complete()
+
+    def _drop_dead_heads(self) -> None:
+        heap = self._heap
+        while heap and heap[0][2].completed:
+            heapq.heappop(heap)
+            self._dead_in_heap -= 1
+
+    def _maybe_purge_heap(self) -> None:
+        if self._dead_in_heap >= self._MIN_DEAD_FOR_PURGE and self._dead_in_heap * 2 > len(
+            self._heap
+        ):
+            self._heap = [entry for entry in self._heap if not entry[2].completed]
+            heapq.heapify(self._heap)
+            self._dead_in_heap = 0

@@ -1,0 +1,826 @@
+"""ReplicaManager: every partition this broker hosts, both purgatories, and the rules
+that tie produce, fetch, replication and leadership together.
+
+How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread`):
+
+- Produce (`append_records`): per partition, append as leader (acks=all first checks
+  min.insync.replicas); then wake delayed fetches (followers want the new data) and,
+  if the HW moved, delayed produces. acks=all parks a `DelayedProduce` in the produce
+  purgatory until the HW reaches what was appended. Results go to a `respond` callback.
+- Fetch (`fetch_messages`): reads every partition (followers to the LEO, consumers to
+  the HW). A follower's fetch also records its progress (ISR expand, HW advance). If
+  fewer than min_bytes came back and the fetch may wait, a `DelayedFetch` parks it.
+- LeaderAndIsr (`become_leader_or_follower`): rejects a stale controller epoch and
+  older leader epochs, creates logs, turns partitions into leaders or followers. A
+  partition that starts following a (new) leader enters the TRUNCATING phase.
+- Follower side, driven by the shell's fetcher tasks, one per leader:
+  `follower_truncation_requests` -> OffsetForLeaderEpoch -> `apply_truncation` (KIP-101),
+  then `follower_fetch_request` -> Fetch -> `apply_follower_fetch`. Errors back a
+  partition off for `replica.fetch.backoff.ms`.
+- Periodic: `maybe_shrink_isrs` (every replica.lag.time.max.ms / 2),
+  `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks` (checkpointing).
+
+Effects the shell must carry out are queued as values: `IsrUpdate` (a conditional set
+on the partition state znode; answer with `complete_isr_update`). The set of partitions
+to fetch, per leader, is a query (`fetcher_leaders`) the shell reconciles its fetcher
+tasks against. Nothing here does network or ZooKeeper I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from broker.core.delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest
+from broker.core.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
+from broker.core.errors import PartitionError
+from broker.core.isr_propagation import IsrChangePropagation
+from broker.core.partition import (
+    IsrUpdate,
+    IsrUpdateOutcome,
+    IsrUpdateSucceeded,
+    Partition,
+    PartitionStateUpdate,
+    Role,
+)
+from broker.core.purgatory import Purgatory
+from broker.core.truncation import UNDEFINED_EPOCH, UNDEFINED_OFFSET, decide_truncation
+from client.protocol.errors import ErrorCode
+from client.protocol.records import RecordError
+from client.protocol.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[str, dict], None]
+
+
+@dataclass(frozen=True)
+class ReplicationConfig:
+    """The replication settings the core needs (Kafka names in comments; Kafka defaults)."""
+
+    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    replica_fetch_max_bytes: int = 1_048_576  # replica.fetch.max.bytes
+    replica_fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
+    replica_fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms
+    replica_fetch_min_bytes: int = 1  # replica.fetch.min.bytes
+    replica_fetch_backoff_ms: int = 1_000  # replica.fetch.backoff.ms
+    isr_change_propagation_blackout_ms: int = 5_000  # isr.change.propagation.blackout.ms
+    isr_change_propagation_interval_ms: int = 60_000  # isr.change.propagation.interval.ms
+
+
+@dataclass
+class ReplicaManagerStats:
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    failed_isr_updates: int = 0
+    truncations: int = 0
+    produce_requests: int = 0
+    fetch_requests: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    messages_in: int = 0
+
+
+class FetchPhase(Enum):
+    TRUNCATING = "truncating"
+    FETCHING = "fetching"
+
+
+@dataclass
+class FollowerFetchState:
+    """Where a follower partition stands with its leader's fetcher."""
+
+    leader_id: int
+    leader_epoch: int
+    phase: FetchPhase = FetchPhase.TRUNCATING
+    # The epoch to ask the leader about next (None: our latest).
+    truncation_epoch: int | None = None
+    delayed_until_ms: int = 0
+    consecutive_errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetchPartition:
+    topic_partition: TopicPartition
+    fetch_offset: int
+    current_leader_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a fetch response, as the core produces or consumes it."""
+
+    error_code: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    records: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeResult:
+    error_code: ErrorCode
+    partition_errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager,
+        config: ReplicationConfig,
+        *,
+        log_config_for: Callable[[str], object],
+        now_ms: int,
+        events: EventSink | None = None,
+        effects: Callable[[IsrUpdate], None] | None = None,
+        truncation: str = "leader_epoch",
+    ):
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.config = config
+        self._log_config_for = log_config_for
+        self._events = events or (lambda kind, data: None)
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = Purgatory("Produce")
+        self.fetch_purgatory = Purgatory("Fetch")
+        self.controller_epoch = -1
+        self.follower_states: dict[TopicPartition, FollowerFetchState] = {}
+        self.isr_changes = IsrChangePropagation(
+            config.isr_change_propagation_blackout_ms, config.isr_change_propagation_interval_ms
+        )
+        self.stats = ReplicaManagerStats()
+        self._effects: list[IsrUpdate] = []
+        self._emit: Callable[[IsrUpdate], None] = effects or self._effects.append
+        # "leader_epoch" (KIP-101/279). "high_watermark" is the pre-KIP-101 rule, kept only
+        # so tests can show the data loss and divergence it causes.
+        if truncation not in ("leader_epoch", "high_watermark"):
+            raise ValueError(f"unknown truncation strategy {truncation!r}")
+        self.truncation = truncation
+        self._checkpointed_hw = log_manager.read_high_watermarks()
+        self._started_ms = now_ms
+
+    # -- lookups -------------------------------------------------------------------
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def get_partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise PartitionError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"{tp} is not hosted on broker {self.broker_id}",
+            )
+        return partition
+
+    def leader_partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self.get_partition_or_error(tp)
+        if not partition.is_leader:
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {tp}"
+            )
+        return partition
+
+    def take_effects(self) -> list[IsrUpdate]:
+        """Effects queued so far (when no effect sink was given)."""
+        effects = list(self._effects)
+        self._effects.clear()
+        return effects
+
+    def leader_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_leader)
+
+    def under_replicated_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_under_replicated())
+
+    def under_min_isr_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_under_min_isr())
+
+    # -- produce -------------------------------------------------------------------
+    def append_records(
+        self,
+        now_ms: int,
+        *,
+        acks: int,
+        timeout_ms: int,
+        entries: dict[TopicPartition, bytes],
+        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
+    ) -> None:
+        """Append to every leader partition; respond now (acks 0/1, or all failed) or when
+        the acks=all condition holds for every partition that was appended."""
+        self.stats.produce_requests += 1
+        if acks not in (0, 1, -1):
+            respond({tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries})
+            return
+        results: dict[TopicPartition, ProduceResult] = {}
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, records in entries.items():
+            result, info = self._append_to_leader(tp, records, acks, now_ms)
+            results[tp] = result
+            if info is not None:
+                statuses[tp] = ProducePartitionStatus(info.last_offset + 1, result)
+            else:
+                statuses[tp] = ProducePartitionStatus(-1, result, pending=False)
+        if acks == -1 and any(s.pending for s in statuses.values()):
+            op = DelayedProduce(now_ms + max(timeout_ms, 0), statuses, self.get_partition, respond)
+            self.produce_purgatory.try_complete_else_watch(
+                op, [tp for tp, s in statuses.items() if s.pending], now_ms
+            )
+        else:
+            respond(results)
+
+    def _append_to_leader(self, tp: TopicPartition, records: bytes, acks: int, now_ms: int):
+        try:
+            partition = self.get_partition_or_error(tp)
+            hw_before = partition.high_watermark
+            info = partition.append_records_to_leader(records, acks, now_ms)
+        except PartitionError as exc:
+            return ProduceResult(exc.code, error_message=exc.message), None
+        except RecordError as exc:
+            code = _record_error_code(exc)
+            log.info("%s: rejected produce: %s", tp, exc)
+            return ProduceResult(code, error_message=str(exc)), None
+        except Exception as exc:  # a storage failure must not take the broker down
+            log.exception("%s: append failed", tp)
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
+        self.stats.bytes_in += len(records)
+        self.stats.messages_in += info.last_offset - info.first_offset + 1
+        # Followers may be waiting for exactly this data.
+        self.fetch_purgatory.check_and_complete(tp, now_ms)
+        if partition.high_watermark != hw_before:
+            self._hw_moved(tp, now_ms)
+        result = ProduceResult(
+            ErrorCode.NONE,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=partition.log_start_offset,
+        )
+        return result, info
+
+    def _hw_moved(self, tp: TopicPartition, now_ms: int) -> None:
+        self.produce_purgatory.check_and_complete(tp, now_ms)
+        self.fetch_purgatory.check_and_complete(tp, now_ms)
+
+    # -- fetch (leader side) ------------------------------------------------------
+    def fetch_messages(
+        self,
+        now_ms: int,
+        params: FetchParams,
+        partitions: dict[TopicPartition, FetchPartitionRequest],
+        respond: Callable[[dict[TopicPartition, FetchedPartition]], None],
+    ) -> None:
+        self.stats.fetch_requests += 1
+        results = self._read_and_record(params, partitions, now_ms)
+        total = sum(len(r.records) for r in results.values())
+        errors = any(r.error_code is not ErrorCode.NONE for r in results.values())
+        if params.max_wait_ms <= 0 or not partitions or total >= params.min_bytes or errors:
+            respond(results)
+            return
+
+        def complete() -> None:
+            respond(self._read_and_record(params, partitions, op.completed_ms))
+
+        op = DelayedFetch(
+            now_ms + params.max_wait_ms, params, partitions, self.get_partition, complete
+        )
+        self.fetch_purgatory.try_complete_else_watch(op, partitions.keys(), now_ms)
+
+    def _read_and_record(
+        self,
+        params: FetchParams,
+        partitions: dict[TopicPartition, FetchPartitionRequest],
+        now_ms: int,
+    ) -> dict[TopicPartition, FetchedPartition]:
+        """Read every partition; a follower's read also records its progress."""
+        results: dict[TopicPartition, FetchedPartition] = {}
+        budget = params.max_bytes
+        for tp, request in partitions.items():
+            limit = max(0, min(request.partition_max_bytes, budget))
+            # Kafka's rule: until some partition returned data, at least one whole batch is
+            # returned even if it exceeds the limits, so a big batch never blocks a reader.
+            result = self._read_one(
+                tp, request, params, limit, min_one_batch=budget == params.max_bytes, now_ms=now_ms
+            )
+            budget -= len(result.records)
+            results[tp] = result
+        return results
+
+    def _read_one(
+        self,
+        tp: TopicPartition,
+        request: FetchPartitionRequest,
+        params: FetchParams,
+        limit: int,
+        *,
+        min_one_batch: bool,
+        now_ms: int,
+    ) -> FetchedPartition:
+        partition = self.partitions.get(tp)
+        try:
+            if partition is None:
+                raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if params.from_follower and params.replica_id not in partition.assigned_replicas:
+                raise PartitionError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"broker {params.replica_id} is not a replica of {tp}",
+                )
+            info = partition.read_records(
+                request.fetch_offset,
+                request.current_leader_epoch,
+                limit,
+                from_follower=params.from_follower,
+                min_one_batch=min_one_batch,
+            )
+        except PartitionError as exc:
+            if partition is not None and partition.is_leader:
+                return FetchedPartition(
+                    exc.code,
+                    partition.high_watermark,
+                    partition.log_start_offset,
+                    partition.log_end_offset,
+                )
+            return FetchedPartition(exc.code)
+        except Exception:
+            log.exception("%s: read failed", tp)
+            return FetchedPartition(ErrorCode.KAFKA_STORAGE_ERROR)
+        if params.from_follower:
+            hw_moved, update = partition.update_follower_fetch_state(
+                params.replica_id,
+                request.fetch_offset,
+                request.log_start_offset,
+                info.log_end_offset,
+                now_ms,
+            )
+            if update is not None:
+                self._emit(update)
+            if hw_moved:
+                self._hw_moved(tp, now_ms)
+        self.stats.bytes_out += len(info.records)
+        return FetchedPartition(
+            ErrorCode.NONE,
+            # The HW after this fetch was recorded: the follower learns it one round sooner.
+            partition.high_watermark if params.from_follower else info.high_watermark,
+            info.log_start_offset,
+            info.log_end_offset,
+            info.records,
+        )
+
+    # -- offsets (leader side) ------------------------------------------------------
+    def last_offset_for_leader_epoch(
+        self, tp: TopicPartition, current_leader_epoch: int, requested_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch: (error, epoch, end offset) from the leader's epoch cache."""
+        try:
+            partition = self.leader_partition_or_error(tp)
+            partition.check_leader_epoch(current_leader_epoch)
+        except PartitionError as exc:
+            return exc.code, UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        epoch, end = partition.log.leader_epoch_cache.end_offset_for(
+            requested_epoch, partition.log_end_offset
+        )
+        return ErrorCode.NONE, epoch, end
+
+    def list_offset(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        current_leader_epoch: int,
+        *,
+        from_consumer: bool,
+    ) -> tuple[ErrorCode, int, int, int]:
+        """ListOffsets: (error, timestamp, offset, leader_epoch). -1 latest, -2 earliest."""
+        try:
+            partition = self.leader_partition_or_error(tp)
+            partition.check_leader_epoch(current_leader_epoch)
+        except PartitionError as exc:
+            return exc.code, -1, -1, -1
+        upper = partition.high_watermark if from_consumer else partition.log_end_offset
+        if timestamp == -2:
+            return ErrorCode.NONE, -1, partition.log_start_offset, partition.leader_epoch
+        if timestamp == -1:
+            return ErrorCode.NONE, -1, upper, partition.leader_epoch
+        found = partition.log.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= upper:
+            return ErrorCode.NONE, -1, -1, partition.leader_epoch
+        offset, found_ts = found
+        return ErrorCode.NONE, found_ts, offset, partition.leader_epoch
+
+    # -- controller requests --------------------------------------------------------
+    def become_leader_or_follower(
+        self,
+        now_ms: int,
+        controller_epoch: int,
+        states: list[PartitionStateUpdate],
+    ) -> BecomeResult:
+        if controller_epoch < self.controller_epoch:
+            log.warning(
+                "ignoring LeaderAndIsr from controller epoch %d (current %d)",
+                controller_epoch,
+                self.controller_epoch,
+            )
+            return BecomeResult(ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        changed: list[TopicPartition] = []
+        for state in states:
+            tp = state.topic_partition
+            if self.broker_id not in state.replicas:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            partition = self.partitions.get(tp)
+            if partition is not None and state.leader_epoch <= partition.leader_epoch:
+                if state.leader_epoch < partition.leader_epoch or partition.role is not Role.NONE:
+                    log.info(
+                        "%s: ignoring LeaderAndIsr at leader epoch %d (current %d)",
+                        tp,
+                        state.leader_epoch,
+                        partition.leader_epoch,
+                    )
+                    errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                    continue
+            try:
+                partition = partition or self._create_partition(tp, now_ms)
+                if state.leader == self.broker_id:
+                    self._make_leader(partition, state, now_ms)
+                else:
+                    self._make_follower(partition, state, now_ms)
+            except Exception as exc:
+                log.exception("%s: failed to apply LeaderAndIsr", tp)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                self._events("error", {"partition": str(tp), "error": str(exc)})
+                continue
+            errors[tp] = ErrorCode.NONE
+            changed.append(tp)
+        for tp in changed:
+            self.produce_purgatory.check_and_complete(tp, now_ms)
+            self.fetch_purgatory.check_and_complete(tp, now_ms)
+        return BecomeResult(ErrorCode.NONE, errors)
+
+    def _create_partition(self, tp: TopicPartition, now_ms: int) -> Partition:
+        config = self._log_config_for(tp.topic)
+        log_ = self.log_manager.get_or_create_log(tp, config, now_ms=now_ms)
+        hw = self._checkpointed_hw.get(tp, 0)
+        partition = Partition(tp, self.broker_id, log_, high_watermark=hw)
+        self.partitions[tp] = partition
+        return partition
+
+    def _make_leader(self, partition: Partition, state: PartitionStateUpdate, now_ms: int) -> None:
+        tp = partition.topic_partition
+        self.follower_states.pop(tp, None)
+        was_leader = partition.is_leader
+        if partition.make_leader(state, now_ms):
+            self._events(
+                "became_leader",
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "leader_epoch": state.leader_epoch,
+                    "isr": list(state.isr),
+                    "was_leader": was_leader,
+                    "log_end_offset": partition.log_end_offset,
+                    "high_watermark": partition.high_watermark,
+                },
+            )
+        partition.maybe_increment_hw(now_ms)
+
+    def _make_follower(
+        self, partition: Partition, state: PartitionStateUpdate, now_ms: int
+    ) -> None:
+        tp = partition.topic_partition
+        if partition.make_follower(state, now_ms) or tp not in self.follower_states:
+            self._events(
+                "became_follower",
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "leader": state.leader,
+                    "leader_epoch": state.leader_epoch,
+                    "log_end_offset": partition.log_end_offset,
+                    "high_watermark": partition.high_watermark,
+                },
+            )
+            if state.leader >= 0:
+                self.follower_states[tp] = FollowerFetchState(state.leader, state.leader_epoch)
+            else:
+                self.follower_states.pop(tp, None)
+
+    def stop_replicas(
+        self,
+        now_ms: int,
+        controller_epoch: int,
+        partitions: list[tuple[TopicPartition, bool, int]],
+    ) -> BecomeResult:
+        """StopReplica: (partition, delete?, leader epoch) triples."""
+        if controller_epoch < self.controller_epoch:
+            return BecomeResult(ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp, delete, leader_epoch in partitions:
+            partition = self.partitions.get(tp)
+            self.follower_states.pop(tp, None)
+            if (
+                partition is not None
+                and leader_epoch >= 0
+                and leader_epoch < partition.leader_epoch
+            ):
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            if partition is not None:
+                partition.make_offline()
+            if delete:
+                self.partitions.pop(tp, None)
+                self._checkpointed_hw.pop(tp, None)
+                try:
+                    self.log_manager.delete_log(tp)
+                except Exception:
+                    log.exception("%s: failed to delete the log", tp)
+                    errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+                self._events("deleted", {"topic": tp.topic, "partition": tp.partition})
+            errors[tp] = ErrorCode.NONE
+            self.produce_purgatory.check_and_complete(tp, now_ms)
+            self.fetch_purgatory.check_and_complete(tp, now_ms)
+        return BecomeResult(ErrorCode.NONE, errors)
+
+    # -- ISR maintenance ------------------------------------------------------------
+    def maybe_shrink_isrs(self, now_ms: int) -> int:
+        """The isr-expiration task. Returns how many ISR updates were started."""
+        started = 0
+        for partition in self.partitions.values():
+            update = partition.maybe_shrink_isr(now_ms, self.config.replica_lag_time_max_ms)
+            if update is not None:
+                self._emit(update)
+                started += 1
+        return started
+
+    def complete_isr_update(
+        self, tp: TopicPartition, outcome: IsrUpdateOutcome, now_ms: int
+    ) -> None:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return
+        before = partition.isr
+        hw_moved = partition.complete_isr_update(outcome, now_ms)
+        after = partition.isr
+        if isinstance(outcome, IsrUpdateSucceeded):
+            if len(after) < len(before):
+                self.stats.isr_shrinks += 1
+                kind = "isr_shrink"
+            else:
+                self.stats.isr_expands += 1
+                kind = "isr_expand"
+            self.isr_changes.record(tp, now_ms)
+            self._events(
+                kind,
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "old_isr": list(before),
+                    "new_isr": list(after),
+                    "leader_epoch": partition.leader_epoch,
+                    "high_watermark": partition.high_watermark,
+                    "log_end_offset": partition.log_end_offset,
+                },
+            )
+        else:
+            self.stats.failed_isr_updates += 1
+        # The ISR changed (or the pending change was dropped): produces may now complete.
+        if hw_moved or before != after:
+            self._hw_moved(tp, now_ms)
+        else:
+            self.produce_purgatory.check_and_complete(tp, now_ms)
+
+    def maybe_propagate_isr_changes(self, now_ms: int) -> list[TopicPartition] | None:
+        return self.isr_changes.maybe_propagate(now_ms)
+
+    # -- follower side --------------------------------------------------------------
+    def fetcher_leaders(self) -> dict[int, set[TopicPartition]]:
+        """Leader id -> partitions this broker should be fetching from it."""
+        by_leader: dict[int, set[TopicPartition]] = {}
+        for tp, state in self.follower_states.items():
+            by_leader.setdefault(state.leader_id, set()).add(tp)
+        return by_leader
+
+    def _ready(self, leader_id: int, phase: FetchPhase, now_ms: int):
+        for tp, state in self.follower_states.items():
+            if (
+                state.leader_id == leader_id
+                and state.phase is phase
+                and state.delayed_until_ms <= now_ms
+                and tp in self.partitions
+            ):
+                yield tp, state
+
+    def next_follower_wakeup_ms(self, leader_id: int) -> int | None:
+        delays = [
+            s.delayed_until_ms for s in self.follower_states.values() if s.leader_id == leader_id
+        ]
+        return min(delays) if delays else None
+
+    def follower_truncation_requests(
+        self, leader_id: int, now_ms: int
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Partitions to ask the leader about: tp -> (current leader epoch, epoch asked)."""
+        requests = {}
+        for tp, state in self._ready(leader_id, FetchPhase.TRUNCATING, now_ms):
+            cache = self.partitions[tp].log.leader_epoch_cache
+            epoch = state.truncation_epoch
+            if epoch is None:
+                epoch = cache.latest_epoch if cache.latest_epoch is not None else UNDEFINED_EPOCH
+            if self.truncation == "high_watermark":
+                self._truncate(tp, self.partitions[tp].high_watermark, "high watermark (legacy)")
+                state.phase = FetchPhase.FETCHING
+                continue
+            if epoch == UNDEFINED_EPOCH:
+                # Nothing written under any epoch: our HW is all we can vouch for.
+                self._truncate(tp, self.partitions[tp].high_watermark, "no leader epochs")
+                state.phase = FetchPhase.FETCHING
+                continue
+            requests[tp] = (state.leader_epoch, epoch)
+        return requests
+
+    def apply_truncation(
+        self,
+        leader_id: int,
+        answers: dict[TopicPartition, tuple[ErrorCode, int, int]],
+        now_ms: int,
+    ) -> None:
+        """OffsetForLeaderEpoch answers: tp -> (error, leader's epoch, end offset)."""
+        for tp, (error, epoch, end_offset) in answers.items():
+            state = self.follower_states.get(tp)
+            partition = self.partitions.get(tp)
+            if state is None or partition is None or state.leader_id != leader_id:
+                continue
+            if error is not ErrorCode.NONE:
+                self._back_off(tp, state, error, now_ms)
+                continue
+            decision = decide_truncation(
+                partition.log.leader_epoch_cache,
+                partition.log_end_offset,
+                partition.high_watermark,
+                epoch,
+                end_offset,
+            )
+            self._truncate(tp, decision.offset, f"leader epoch {epoch} ends at {end_offset}")
+            state.consecutive_errors = 0
+            if decision.completed:
+                state.phase = FetchPhase.FETCHING
+                state.truncation_epoch = None
+            else:
+                state.truncation_epoch = decision.next_epoch
+
+    def _truncate(self, tp: TopicPartition, offset: int, reason: str) -> None:
+        partition = self.partitions[tp]
+        if offset < partition.log_end_offset:
+            self.stats.truncations += 1
+            self._events(
+                "truncation",
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "from_offset": partition.log_end_offset,
+                    "to_offset": offset,
+                    "reason": reason,
+                },
+            )
+        partition.truncate_to(offset)
+
+    def follower_fetch_request(self, leader_id: int, now_ms: int) -> list[FollowerFetchPartition]:
+        """The partitions to put in the next fetch to `leader_id` (empty: nothing ready)."""
+        wanted = []
+        for tp, state in self._ready(leader_id, FetchPhase.FETCHING, now_ms):
+            partition = self.partitions[tp]
+            wanted.append(
+                FollowerFetchPartition(
+                    tp,
+                    partition.log_end_offset,
+                    state.leader_epoch,
+                    partition.log_start_offset,
+                    self.config.replica_fetch_max_bytes,
+                )
+            )
+        return wanted
+
+    def apply_follower_fetch(
+        self,
+        leader_id: int,
+        sent: list[FollowerFetchPartition],
+        results: dict[TopicPartition, FetchedPartition],
+        now_ms: int,
+    ) -> None:
+        """Apply a fetch response from `leader_id` to the partitions we follow."""
+        for request in sent:
+            tp = request.topic_partition
+            state = self.follower_states.get(tp)
+            partition = self.partitions.get(tp)
+            if state is None or partition is None or state.leader_id != leader_id:
+                continue  # leadership moved while the fetch was in flight
+            if state.leader_epoch != request.current_leader_epoch:
+                continue
+            result = results.get(tp)
+            if result is None:
+                continue
+            if partition.log_end_offset != request.fetch_offset:
+                continue  # truncated meanwhile; the next fetch starts from the new LEO
+            if result.error_code is ErrorCode.NONE:
+                try:
+                    partition.append_records_to_follower(
+                        result.records, result.high_watermark, now_ms
+                    )
+                    if result.log_start_offset > partition.log_start_offset:
+                        partition.log.maybe_increment_log_start_offset(
+                            min(result.log_start_offset, partition.high_watermark)
+                        )
+                except Exception as exc:
+                    log.warning("%s: could not append fetched data: %s", tp, exc)
+                    state.phase = FetchPhase.TRUNCATING
+                    self._back_off(tp, state, ErrorCode.CORRUPT_MESSAGE, now_ms)
+                    continue
+                state.consecutive_errors = 0
+            elif result.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                if 0 <= result.log_start_offset and request.fetch_offset < result.log_start_offset:
+                    # The leader deleted what we need next: start over at its log start.
+                    partition.truncate_fully_and_start_at(result.log_start_offset)
+                    self._events(
+                        "truncation",
+                        {
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "to_offset": result.log_start_offset,
+                            "reason": "behind the leader's log start offset",
+                        },
+                    )
+                else:
+                    # We are ahead of the leader: find the divergence point by epoch.
+                    state.phase = FetchPhase.TRUNCATING
+                    state.truncation_epoch = None
+            else:
+                self._back_off(tp, state, result.error_code, now_ms)
+
+    def follower_fetch_failed(
+        self, leader_id: int, sent_partitions: list[TopicPartition], now_ms: int
+    ) -> None:
+        """The leader could not be reached: back off every partition in the request."""
+        for tp in sent_partitions:
+            state = self.follower_states.get(tp)
+            if state is not None and state.leader_id == leader_id:
+                self._back_off(tp, state, ErrorCode.NETWORK_EXCEPTION, now_ms)
+
+    def _back_off(
+        self, tp: TopicPartition, state: FollowerFetchState, error: ErrorCode, now_ms: int
+    ) -> None:
+        state.consecutive_errors += 1
+        state.delayed_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+        if state.consecutive_errors == 1 or state.consecutive_errors % 50 == 0:
+            log.info(
+                "%s: fetch from leader %d failed with %s; backing off %d ms",
+                tp,
+                state.leader_id,
+                error.name,
+                self.config.replica_fetch_backoff_ms,
+            )
+
+    # -- timers and checkpoints -----------------------------------------------------
+    def expire_delayed(self, now_ms: int) -> int:
+        return self.produce_purgatory.expire_due(now_ms) + self.fetch_purgatory.expire_due(now_ms)
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [
+            d
+            for d in (
+                self.produce_purgatory.next_deadline_ms(),
+                self.fetch_purgatory.next_deadline_ms(),
+            )
+            if d is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        hws = dict(self._checkpointed_hw)
+        hws.update({tp: p.high_watermark for tp, p in self.partitions.items()})
+        return hws
+
+    def checkpoint_high_watermarks(self) -> None:
+        hws = {tp: hw for tp, hw in self.high_watermarks().items() if tp in self.partitions}
+        self.log_manager.write_high_watermarks(hws)
+
+    def shutdown(self, now_ms: int) -> None:
+        """Clean shutdown: answer everything waiting, checkpoint HWs, close logs."""
+        self.produce_purgatory.force_complete_all(now_ms)
+        self.fetch_purgatory.force_complete_all(now_ms)
+        self.checkpoint_high_watermarks()
+
+
+def _record_error_code(exc: RecordError) -> ErrorCode:
+    from client.protocol.records import CorruptRecordError
+
+    name = type(exc).__name__
+    if isinstance(exc, CorruptRecordError):
+        return ErrorCode.CORRUPT_MESSAGE
+    if "TooLarge" in name:
+        return ErrorCode.MESSAGE_TOO_LARGE
+    return ErrorCode.CORRUPT_MESSAGE

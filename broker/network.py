@@ -1,0 +1,197 @@
+"""Serving one client connection: read requests, answer them in order.
+
+How it works: a reader task feeds socket bytes into the sans-IO `ServerConnection` and
+hands each request to the request handler *in arrival order*. A handler returns
+either the response itself, `NO_RESPONSE` (acks=0 produce), or a `Reply` that a
+purgatory callback fills in later (a waiting fetch, an acks=all produce). The reader
+puts each of these into a bounded channel; a writer task awaits them one by one and
+writes the responses, so they leave in request order while later requests are already
+being processed (pipelining). The channel's size bounds the requests read ahead per
+connection: a client that sends faster than we answer is slowed down (backpressure).
+
+Errors say whose fault they are: a request whose header was readable but whose body
+was not is answered with an error code; broken framing (garbage, a frame over the size
+limit) closes this connection with one log line. A bug in a handler answers
+UNKNOWN_SERVER_ERROR for that request; nothing here can take the broker down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from client.protocol.codec import RequestHeader
+from client.protocol.connection import Answerable, ServerConnection
+from client.protocol.errors import ErrorCode, FramingError, ProtocolError
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 256 * 1024
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE = _NoResponse()
+
+
+class Reply:
+    """A response that will be set later (by a purgatory callback), awaited by the writer."""
+
+    __slots__ = ("_event", "_value")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: Any = None
+
+    def set(self, value: Any) -> None:
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    async def wait(self) -> Any:
+        await self._event.wait()
+        return self._value
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+
+class _Frame:
+    """Pre-encoded bytes to write as they are (an error answer)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
+Observer = Callable[[int, float, int, int], None]  # api_key, seconds, bytes in, bytes out
+
+
+async def serve_connection(
+    stream: trio.SocketStream,
+    handle: Handler,
+    *,
+    max_frame_bytes: int,
+    max_queued: int,
+    observe: Observer | None = None,
+) -> None:
+    peer = _peer_name(stream)
+    protocol = ServerConnection(max_frame_bytes=max_frame_bytes)
+    send_queue, receive_queue = trio.open_memory_channel(max_queued)
+
+    async def reader() -> None:
+        async with send_queue:
+            while True:
+                try:
+                    data = await stream.receive_some(READ_CHUNK)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                protocol.receive_data(data)
+                while True:
+                    try:
+                        event = protocol.next_request()
+                    except FramingError as exc:
+                        log.warning("closing connection from %s: %s", peer, exc)
+                        return
+                    if event is None:
+                        break
+                    if isinstance(event, Answerable):
+                        log.info(
+                            "answering %s from %s with %s: %s",
+                            event.correlation_id,
+                            peer,
+                            event.error_code.name,
+                            event.error,
+                        )
+                        await send_queue.send((None, 0.0, _Frame(event.response_frame())))
+                        continue
+                    header, request = event
+                    started = time.perf_counter()
+                    outcome = await _call_handler(handle, header, request, peer)
+                    if outcome is NO_RESPONSE:
+                        if observe is not None:
+                            observe(header.api_key, time.perf_counter() - started, 0, 0)
+                        continue
+                    await send_queue.send((header, started, outcome))
+                if not data:
+                    return
+
+    async def writer() -> None:
+        async with receive_queue:
+            async for header, started, outcome in receive_queue:
+                if isinstance(outcome, _Frame):
+                    payload = outcome.data
+                else:
+                    if isinstance(outcome, Reply):
+                        outcome = await outcome.wait()
+                    payload = _encode(protocol, header, outcome)
+                try:
+                    await stream.send_all(payload)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if observe is not None and header is not None:
+                    observe(header.api_key, time.perf_counter() - started, 0, len(payload))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer)
+            await reader()
+            # The reader is done (peer closed or bad framing): let the writer flush what
+            # is already queued, then close.
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+async def _call_handler(handle: Handler, header: RequestHeader, request: Any, peer: str) -> Any:
+    try:
+        return await handle(header, request)
+    except ProtocolError as exc:
+        log.info("bad request %s from %s: %s", header.correlation_id, peer, exc)
+        return _ErrorAnswer(ErrorCode.INVALID_REQUEST, str(exc))
+    except Exception as exc:
+        log.exception("handler for api %s failed (request from %s)", header.api_key, peer)
+        return _ErrorAnswer(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+class _ErrorAnswer:
+    """A request-level error answer (no body)."""
+
+    __slots__ = ("code", "message")
+
+    def __init__(self, code: ErrorCode, message: str):
+        self.code, self.message = code, message
+
+
+def error_answer(code: ErrorCode, message: str) -> _ErrorAnswer:
+    return _ErrorAnswer(code, message)
+
+
+def _encode(protocol: ServerConnection, header: RequestHeader, outcome: Any) -> bytes:
+    if isinstance(outcome, _ErrorAnswer):
+        return protocol.send_error(header.correlation_id, outcome.code, outcome.message)
+    try:
+        return protocol.send_response(header.correlation_id, outcome)
+    except Exception as exc:  # a response we cannot encode is our bug, not the client's
+        log.exception("cannot encode the response to api %s", header.api_key)
+        return protocol.send_error(
+            header.correlation_id, ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}"
+        )
+
+
+def _peer_name(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except (OSError, AttributeError):
+        return "?"

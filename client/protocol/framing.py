@@ -1,0 +1,92 @@
+"""Length-prefixed frames: a 4-byte big-endian unsigned length, then that many bytes.
+
+How it works: `encode_frame` prefixes a payload. `FrameDecoder` is a receive buffer in
+the style of h11's: `feed()` appends bytes to one bytearray, `next_frame()` reads a length
+at a read cursor and, once the whole frame is there, copies it out once and moves the
+cursor. The consumed prefix is dropped only when it is large relative to the buffer, so
+many small frames cost O(total bytes) and a huge frame arriving in small pieces is
+appended, not re-copied, on every `feed()` (no quadratic behaviour either way). A length
+over the limit raises `FrameTooLargeError` as soon as its 4 bytes are in, before any body
+is buffered for it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from client.protocol.errors import FrameTooLargeError
+
+# Kafka's `socket.request.max.bytes` default (104857600): the largest request a broker
+# accepts. Big enough for a Produce carrying several MiB-sized batches, small enough that
+# a garbage length prefix cannot make us buffer gigabytes.
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+LENGTH_PREFIX = struct.Struct(">I")
+PREFIX_BYTES = LENGTH_PREFIX.size
+MAX_ENCODABLE_FRAME_BYTES = (1 << 32) - 1
+
+# Drop the consumed prefix of the buffer once it is at least this big and at least half
+# of the buffer: amortised O(1) per byte, without shifting the buffer on every frame.
+_COMPACT_MIN_BYTES = 64 * 1024
+# Below this size slicing the bytearray (copying twice) is cheaper than a memoryview.
+_SMALL_FRAME_BYTES = 4096
+
+
+def encode_frame(payload: bytes) -> bytes:
+    """The frame for `payload` (length prefix + payload)."""
+    if len(payload) > MAX_ENCODABLE_FRAME_BYTES:
+        raise FrameTooLargeError(len(payload), MAX_ENCODABLE_FRAME_BYTES)
+    return LENGTH_PREFIX.pack(len(payload)) + payload
+
+
+class FrameDecoder:
+    """Collects bytes and hands out complete frame bodies in order."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes < 0:
+            raise ValueError("max_frame_bytes must be >= 0")
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._start = 0  # read cursor: bytes before it are consumed
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet handed out (a partial frame, or whole unread ones)."""
+        return len(self._buffer) - self._start
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buffer += data
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame body, or None until more bytes arrive.
+
+        Raises `FrameTooLargeError` (and keeps raising) if the next length is over the limit.
+        """
+        buffer = self._buffer
+        start = self._start
+        available = len(buffer) - start
+        if available < PREFIX_BYTES:
+            return None
+        (length,) = LENGTH_PREFIX.unpack_from(buffer, start)
+        if length > self.max_frame_bytes:
+            raise FrameTooLargeError(length, self.max_frame_bytes)
+        end = start + PREFIX_BYTES + length
+        if len(buffer) < end:
+            return None
+        if length <= _SMALL_FRAME_BYTES:
+            frame = bytes(buffer[start + PREFIX_BYTES : end])  # two tiny copies beat a view
+        else:
+            with memoryview(buffer) as view:  # one copy, and the view is released at once
+                frame = view[start + PREFIX_BYTES : end].tobytes()
+        self._consume_to(end)
+        return frame
+
+    def _consume_to(self, position: int) -> None:
+        if position == len(self._buffer):
+            self._buffer.clear()
+            self._start = 0
+        elif position >= _COMPACT_MIN_BYTES and position * 2 >= len(self._buffer):
+            del self._buffer[:position]
+            self._start = 0
+        else:
+            self._start = position

@@ -1,0 +1,960 @@
+"""Every request and response Tributary speaks, declared with `schema.struct`.
+
+How it works: each class below is a frozen, slotted, keyword-only dataclass whose
+annotations are its wire schema (see schema.py). Field names are the snake_case of
+Kafka's JSON message schemas. Fields with a default may be left out on the wire; `T | None`
+fields may carry nil. Record batches travel as opaque `bytes` (see records.py).
+`REGISTRY` at the bottom maps (api key, version) to the request and response classes;
+every API is at version 0 for now.
+
+Nested types are named `<Api>Topic` / `<Api>Partition` for requests and
+`<Api>ResponseTopic` / `<Api>ResponsePartition` for responses, or after what they hold.
+"""
+
+from __future__ import annotations
+
+from client.protocol.api import ApiKey, ApiRegistry, ApiSpec
+from client.protocol.schema import empty_list, struct
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest.LATEST/EARLIEST_TIMESTAMP).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+# Fetch/ListOffsets replica_id of a consumer (anything >= 0 is a follower broker).
+CONSUMER_REPLICA_ID = -1
+# ElectLeaders election_type values.
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
+
+
+# --- ApiVersions (18) ----------------------------------------------------------------------
+
+
+@struct
+class ApiVersionsRequest:
+    pass
+
+
+@struct
+class ApiVersionsResponseKey:
+    api_key: int
+    min_version: int
+    max_version: int
+
+
+@struct
+class ApiVersionsResponse:
+    error_code: int
+    api_keys: list[ApiVersionsResponseKey]
+
+
+# --- Metadata (3) --------------------------------------------------------------------------
+
+
+@struct
+class MetadataRequest:
+    topics: list[str] | None  # None = all topics
+    allow_auto_topic_creation: bool = False
+
+
+@struct
+class MetadataResponseBroker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@struct
+class MetadataResponsePartition:
+    error_code: int
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+
+
+@struct
+class MetadataResponseTopic:
+    error_code: int
+    name: str
+    is_internal: bool
+    partitions: list[MetadataResponsePartition]
+
+
+@struct
+class MetadataResponse:
+    brokers: list[MetadataResponseBroker]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[MetadataResponseTopic]
+
+
+# --- Produce (0) ---------------------------------------------------------------------------
+
+
+@struct
+class ProducePartition:
+    partition: int
+    records: bytes
+
+
+@struct
+class ProduceTopic:
+    name: str
+    partitions: list[ProducePartition]
+
+
+@struct
+class ProduceRequest:
+    transactional_id: str | None = None
+    acks: int  # 0: no response, 1: leader append, -1: all ISR
+    timeout_ms: int
+    topics: list[ProduceTopic]
+
+
+@struct
+class ProduceResponsePartition:
+    partition: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    error_message: str | None
+
+
+@struct
+class ProduceResponseTopic:
+    name: str
+    partitions: list[ProduceResponsePartition]
+
+
+@struct
+class ProduceResponse:
+    topics: list[ProduceResponseTopic]
+    throttle_time_ms: int
+
+
+# --- Fetch (1) -----------------------------------------------------------------------------
+
+
+@struct
+class FetchPartition:
+    partition: int
+    current_leader_epoch: int = -1
+    fetch_offset: int
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    partition_max_bytes: int
+
+
+@struct
+class FetchTopic:
+    topic: str
+    partitions: list[FetchPartition]
+
+
+@struct
+class FetchRequest:
+    replica_id: int  # CONSUMER_REPLICA_ID (-1) for consumers, the broker id for followers
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int = 0
+    topics: list[FetchTopic]
+
+
+@struct
+class FetchResponsePartition:
+    partition: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes
+
+
+@struct
+class FetchResponseTopic:
+    topic: str
+    partitions: list[FetchResponsePartition]
+
+
+@struct
+class FetchResponse:
+    throttle_time_ms: int
+    error_code: int
+    topics: list[FetchResponseTopic]
+
+
+# --- ListOffsets (2) -----------------------------------------------------------------------
+
+
+@struct
+class ListOffsetsPartition:
+    partition: int
+    current_leader_epoch: int = -1
+    timestamp: int  # LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, or a time in ms
+
+
+@struct
+class ListOffsetsTopic:
+    name: str
+    partitions: list[ListOffsetsPartition]
+
+
+@struct
+class ListOffsetsRequest:
+    replica_id: int = CONSUMER_REPLICA_ID
+    isolation_level: int = 0
+    topics: list[ListOffsetsTopic]
+
+
+@struct
+class ListOffsetsResponsePartition:
+    partition: int
+    error_code: int
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+@struct
+class ListOffsetsResponseTopic:
+    name: str
+    partitions: list[ListOffsetsResponsePartition]
+
+
+@struct
+class ListOffsetsResponse:
+    topics: list[ListOffsetsResponseTopic]
+
+
+# --- LeaderAndIsr (4) ----------------------------------------------------------------------
+
+
+@struct
+class LeaderAndIsrPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int
+    replicas: list[int]
+    adding_replicas: list[int] = empty_list()
+    removing_replicas: list[int] = empty_list()
+    is_new: bool = False
+
+
+@struct
+class LeaderAndIsrLiveLeader:
+    broker_id: int
+    host: str
+    port: int
+
+
+@struct
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int = -1
+    type: int = 0
+    partition_states: list[LeaderAndIsrPartitionState]
+    live_leaders: list[LeaderAndIsrLiveLeader]
+
+
+@struct
+class LeaderAndIsrPartitionError:
+    topic: str
+    partition: int
+    error_code: int
+
+
+@struct
+class LeaderAndIsrResponse:
+    error_code: int
+    partition_errors: list[LeaderAndIsrPartitionError]
+
+
+# --- StopReplica (5) -----------------------------------------------------------------------
+
+
+@struct
+class StopReplicaPartition:
+    topic: str
+    partition: int
+    leader_epoch: int = -1
+    delete_partition: bool
+
+
+@struct
+class StopReplicaRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int = -1
+    partitions: list[StopReplicaPartition]
+
+
+@struct
+class StopReplicaPartitionError:
+    topic: str
+    partition: int
+    error_code: int
+
+
+@struct
+class StopReplicaResponse:
+    error_code: int
+    partition_errors: list[StopReplicaPartitionError]
+
+
+# --- UpdateMetadata (6) --------------------------------------------------------------------
+
+
+@struct
+class UpdateMetadataPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int
+    replicas: list[int]
+    offline_replicas: list[int] = empty_list()
+
+
+@struct
+class UpdateMetadataBroker:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@struct
+class UpdateMetadataRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int = -1
+    partition_states: list[UpdateMetadataPartitionState]
+    live_brokers: list[UpdateMetadataBroker]
+
+
+@struct
+class UpdateMetadataResponse:
+    error_code: int
+
+
+# --- ControlledShutdown (7) ----------------------------------------------------------------
+
+
+@struct
+class ControlledShutdownRequest:
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@struct
+class ControlledShutdownRemainingPartition:
+    topic: str
+    partition: int
+
+
+@struct
+class ControlledShutdownResponse:
+    error_code: int
+    remaining_partitions: list[ControlledShutdownRemainingPartition]
+
+
+# --- OffsetForLeaderEpoch (23) -------------------------------------------------------------
+
+
+@struct
+class OffsetForLeaderEpochPartition:
+    partition: int
+    current_leader_epoch: int = -1
+    leader_epoch: int
+
+
+@struct
+class OffsetForLeaderEpochTopic:
+    topic: str
+    partitions: list[OffsetForLeaderEpochPartition]
+
+
+@struct
+class OffsetForLeaderEpochRequest:
+    replica_id: int = CONSUMER_REPLICA_ID
+    topics: list[OffsetForLeaderEpochTopic]
+
+
+@struct
+class OffsetForLeaderEpochResponsePartition:
+    error_code: int
+    partition: int
+    leader_epoch: int
+    end_offset: int
+
+
+@struct
+class OffsetForLeaderEpochResponseTopic:
+    topic: str
+    partitions: list[OffsetForLeaderEpochResponsePartition]
+
+
+@struct
+class OffsetForLeaderEpochResponse:
+    throttle_time_ms: int
+    topics: list[OffsetForLeaderEpochResponseTopic]
+
+
+# --- CreateTopics (19) ---------------------------------------------------------------------
+
+
+@struct
+class CreateTopicsAssignment:
+    partition_index: int
+    broker_ids: list[int]
+
+
+@struct
+class CreateTopicsConfig:
+    name: str
+    value: str | None
+
+
+@struct
+class CreateTopicsTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: list[CreateTopicsAssignment] = empty_list()
+    configs: list[CreateTopicsConfig] = empty_list()
+
+
+@struct
+class CreateTopicsRequest:
+    topics: list[CreateTopicsTopic]
+    timeout_ms: int
+    validate_only: bool = False
+
+
+@struct
+class CreateTopicsResponseTopic:
+    name: str
+    error_code: int
+    error_message: str | None
+    num_partitions: int
+    replication_factor: int
+
+
+@struct
+class CreateTopicsResponse:
+    throttle_time_ms: int
+    topics: list[CreateTopicsResponseTopic]
+
+
+# --- DeleteTopics (20) ---------------------------------------------------------------------
+
+
+@struct
+class DeleteTopicsRequest:
+    topic_names: list[str]
+    timeout_ms: int
+
+
+@struct
+class DeleteTopicsResponseTopic:
+    name: str
+    error_code: int
+    error_message: str | None
+
+
+@struct
+class DeleteTopicsResponse:
+    throttle_time_ms: int
+    responses: list[DeleteTopicsResponseTopic]
+
+
+# --- DescribeLogDirs (35) ------------------------------------------------------------------
+
+
+@struct
+class DescribeLogDirsTopic:
+    topic: str
+    partitions: list[int]
+
+
+@struct
+class DescribeLogDirsRequest:
+    topics: list[DescribeLogDirsTopic] | None  # None = all
+
+
+@struct
+class DescribeLogDirsResponsePartition:
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool = False
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    is_leader: bool
+    leader_epoch: int
+
+
+@struct
+class DescribeLogDirsResponseTopic:
+    name: str
+    partitions: list[DescribeLogDirsResponsePartition]
+
+
+@struct
+class DescribeLogDirsResult:
+    error_code: int
+    log_dir: str
+    topics: list[DescribeLogDirsResponseTopic]
+
+
+@struct
+class DescribeLogDirsResponse:
+    throttle_time_ms: int
+    results: list[DescribeLogDirsResult]
+
+
+# --- ElectLeaders (43) ---------------------------------------------------------------------
+
+
+@struct
+class ElectLeadersTopic:
+    topic: str
+    partitions: list[int]
+
+
+@struct
+class ElectLeadersRequest:
+    election_type: int = PREFERRED_ELECTION
+    topic_partitions: list[ElectLeadersTopic] | None  # None = all
+    timeout_ms: int
+
+
+@struct
+class ElectLeadersPartitionResult:
+    partition_id: int
+    error_code: int
+    error_message: str | None
+
+
+@struct
+class ElectLeadersResponseTopic:
+    topic: str
+    partition_result: list[ElectLeadersPartitionResult]
+
+
+@struct
+class ElectLeadersResponse:
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ElectLeadersResponseTopic]
+
+
+# --- AlterPartitionReassignments (45) ------------------------------------------------------
+
+
+@struct
+class AlterPartitionReassignmentsPartition:
+    partition_index: int
+    replicas: list[int] | None  # None = cancel the reassignment
+
+
+@struct
+class AlterPartitionReassignmentsTopic:
+    name: str
+    partitions: list[AlterPartitionReassignmentsPartition]
+
+
+@struct
+class AlterPartitionReassignmentsRequest:
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsTopic]
+
+
+@struct
+class AlterPartitionReassignmentsResponsePartition:
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+@struct
+class AlterPartitionReassignmentsResponseTopic:
+    name: str
+    partitions: list[AlterPartitionReassignmentsResponsePartition]
+
+
+@struct
+class AlterPartitionReassignmentsResponse:
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponseTopic]
+
+
+# --- ListPartitionReassignments (46) -------------------------------------------------------
+
+
+@struct
+class ListPartitionReassignmentsTopic:
+    name: str
+    partition_indexes: list[int]
+
+
+@struct
+class ListPartitionReassignmentsRequest:
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsTopic] | None  # None = all
+
+
+@struct
+class ListPartitionReassignmentsResponsePartition:
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@struct
+class ListPartitionReassignmentsResponseTopic:
+    name: str
+    partitions: list[ListPartitionReassignmentsResponsePartition]
+
+
+@struct
+class ListPartitionReassignmentsResponse:
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponseTopic]
+
+
+# --- FindCoordinator (10) ------------------------------------------------------------------
+
+
+@struct
+class FindCoordinatorRequest:
+    key: str
+    key_type: int = 0  # 0 = group
+
+
+@struct
+class FindCoordinatorResponse:
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    node_id: int
+    host: str
+    port: int
+
+
+# --- JoinGroup (11) ------------------------------------------------------------------------
+
+
+@struct
+class JoinGroupProtocol:
+    name: str
+    metadata: bytes
+
+
+@struct
+class JoinGroupRequest:
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str
+    protocols: list[JoinGroupProtocol]
+
+
+@struct
+class JoinGroupResponseMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@struct
+class JoinGroupResponse:
+    throttle_time_ms: int
+    error_code: int
+    generation_id: int
+    protocol_name: str | None
+    leader: str
+    member_id: str
+    members: list[JoinGroupResponseMember]
+
+
+# --- SyncGroup (14) ------------------------------------------------------------------------
+
+
+@struct
+class SyncGroupAssignment:
+    member_id: str
+    assignment: bytes
+
+
+@struct
+class SyncGroupRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    assignments: list[SyncGroupAssignment]
+
+
+@struct
+class SyncGroupResponse:
+    throttle_time_ms: int
+    error_code: int
+    assignment: bytes
+
+
+# --- Heartbeat (12) ------------------------------------------------------------------------
+
+
+@struct
+class HeartbeatRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@struct
+class HeartbeatResponse:
+    throttle_time_ms: int
+    error_code: int
+
+
+# --- LeaveGroup (13) -----------------------------------------------------------------------
+
+
+@struct
+class LeaveGroupMember:
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@struct
+class LeaveGroupRequest:
+    group_id: str
+    members: list[LeaveGroupMember]
+
+
+@struct
+class LeaveGroupResponseMember:
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+
+
+@struct
+class LeaveGroupResponse:
+    throttle_time_ms: int
+    error_code: int
+    members: list[LeaveGroupResponseMember]
+
+
+# --- OffsetCommit (8) ----------------------------------------------------------------------
+
+
+@struct
+class OffsetCommitPartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = None
+
+
+@struct
+class OffsetCommitTopic:
+    name: str
+    partitions: list[OffsetCommitPartition]
+
+
+@struct
+class OffsetCommitRequest:
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    topics: list[OffsetCommitTopic]
+
+
+@struct
+class OffsetCommitResponsePartition:
+    partition_index: int
+    error_code: int
+
+
+@struct
+class OffsetCommitResponseTopic:
+    name: str
+    partitions: list[OffsetCommitResponsePartition]
+
+
+@struct
+class OffsetCommitResponse:
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponseTopic]
+
+
+# --- OffsetFetch (9) -----------------------------------------------------------------------
+
+
+@struct
+class OffsetFetchTopic:
+    name: str
+    partition_indexes: list[int]
+
+
+@struct
+class OffsetFetchRequest:
+    group_id: str
+    topics: list[OffsetFetchTopic] | None  # None = all topics of the group
+
+
+@struct
+class OffsetFetchResponsePartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str | None
+    error_code: int
+
+
+@struct
+class OffsetFetchResponseTopic:
+    name: str
+    partitions: list[OffsetFetchResponsePartition]
+
+
+@struct
+class OffsetFetchResponse:
+    throttle_time_ms: int
+    error_code: int
+    topics: list[OffsetFetchResponseTopic]
+
+
+# --- DescribeGroups (15) -------------------------------------------------------------------
+
+
+@struct
+class DescribeGroupsRequest:
+    groups: list[str]
+
+
+@struct
+class DescribeGroupsResponseMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+@struct
+class DescribeGroupsResponseGroup:
+    error_code: int
+    group_id: str
+    group_state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[DescribeGroupsResponseMember]
+
+
+@struct
+class DescribeGroupsResponse:
+    throttle_time_ms: int
+    groups: list[DescribeGroupsResponseGroup]
+
+
+# --- ListGroups (16) -----------------------------------------------------------------------
+
+
+@struct
+class ListGroupsRequest:
+    pass
+
+
+@struct
+class ListGroupsResponseGroup:
+    group_id: str
+    protocol_type: str
+
+
+@struct
+class ListGroupsResponse:
+    throttle_time_ms: int
+    error_code: int
+    groups: list[ListGroupsResponseGroup]
+
+
+# --- the registry --------------------------------------------------------------------------
+
+REGISTRY = ApiRegistry(
+    ApiSpec(api_key, 0, request_type, response_type)
+    for api_key, request_type, response_type in [
+        (ApiKey.PRODUCE, ProduceRequest, ProduceResponse),
+        (ApiKey.FETCH, FetchRequest, FetchResponse),
+        (ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse),
+        (ApiKey.METADATA, MetadataRequest, MetadataResponse),
+        (ApiKey.LEADER_AND_ISR, LeaderAndIsrRequest, LeaderAndIsrResponse),
+        (ApiKey.STOP_REPLICA, StopReplicaRequest, StopReplicaResponse),
+        (ApiKey.UPDATE_METADATA, UpdateMetadataRequest, UpdateMetadataResponse),
+        (ApiKey.CONTROLLED_SHUTDOWN, ControlledShutdownRequest, ControlledShutdownResponse),
+        (ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse),
+        (ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse),
+        (ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse),
+        (ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse),
+        (ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse),
+        (ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse),
+        (ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse),
+        (ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse),
+        (ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse),
+        (ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
+        (ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse),
+        (ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse),
+        (ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        (ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse),
+        (ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
+        (
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+        ),
+        (
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+        ),
+    ]
+)
+
+
+def api_versions_response(registry: ApiRegistry = REGISTRY) -> ApiVersionsResponse:
+    """What a broker answers to ApiVersions: every API it speaks, with its version range."""
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponseKey(
+                api_key=int(key),
+                min_version=versions.min_version,
+                max_version=versions.max_version,
+            )
+            for key, versions in registry.supported().items()
+        ],
+    )

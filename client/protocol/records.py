@@ -1,0 +1,525 @@
+"""Record batches: Kafka's v2 batch header in front of a msgpack payload.
+
+How it works: a batch is a 61-byte big-endian header (the exact field layout of Kafka's
+`DefaultRecordBatch`, magic 2) followed by the records payload. The payload is one msgpack
+array of `[offset_delta, timestamp_delta, key, value, headers]` records, compressed as a
+whole by the codec in attributes bits 0-2. (Kafka encodes records with varints; msgpack's C
+extension decodes far faster from Python, and the broker never looks inside anyway.)
+
+The CRC-32C covers the bytes from `attributes` to the end of the batch, so `base_offset`
+and `partition_leader_epoch` (both before it) can be patched in place by the leader without
+recomputing it: `assign_offsets` does exactly that, and only recomputes the CRC when
+LogAppendTime rewrites the attributes and max timestamp.
+
+Who uses what:
+- the client calls `build_batch` (and the consumer `decode_batches`);
+- the broker calls `validate_batches` (header + CRC, no per-record work) and
+  `assign_offsets`, then stores the bytes untouched;
+- readers of the log (consumer, Spark) call `iter_batches`/`decode_records`.
+
+Errors are values of `RecordError` (a `ValueError`): `CorruptRecordError` when bytes are
+damaged (bad CRC, torn or short data, impossible length), `InvalidRecordError` when bytes
+are intact but not acceptable (wrong magic, unknown or unsupported codec, inconsistent
+counts, an undecodable payload).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+import crc32c
+import lz4.frame
+import msgpack
+import zstandard
+
+__all__ = [
+    "BATCH_OVERHEAD",
+    "CURRENT_MAGIC",
+    "LOG_OVERHEAD",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "BatchHeader",
+    "Codec",
+    "CorruptRecordError",
+    "DecodedRecord",
+    "InvalidRecordError",
+    "Record",
+    "RecordError",
+    "TimestampType",
+    "assign_offsets",
+    "build_batch",
+    "decode_batches",
+    "decode_records",
+    "iter_batches",
+    "read_header",
+    "stamped_header",
+    "validate_batch",
+    "validate_batches",
+]
+
+CURRENT_MAGIC = 2
+# Kafka's "log overhead": base_offset (8) + batch_length (4); batch_length counts the rest.
+LOG_OVERHEAD = 12
+# The whole v2 header; a batch is never shorter than this.
+BATCH_OVERHEAD = 61
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+# Field positions inside the header (bytes from the start of the batch).
+_BATCH_LENGTH_POS = 8
+_LEADER_EPOCH_POS = 12
+_MAGIC_POS = 16
+_CRC_POS = 17
+_ATTRIBUTES_POS = 21  # the CRC covers [_ATTRIBUTES_POS, end of batch)
+_MAX_TIMESTAMP_POS = 35
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+assert _HEADER.size == BATCH_OVERHEAD
+
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+
+
+class RecordError(ValueError):
+    """Base of every record-format error."""
+
+
+class CorruptRecordError(RecordError):
+    """The bytes are damaged: bad CRC, short or torn data, an impossible length."""
+
+
+class InvalidRecordError(RecordError):
+    """The bytes are intact but not acceptable: magic, codec, counts, payload."""
+
+
+class Codec(enum.IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2  # part of Kafka's numbering; not supported here
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(enum.IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class Record(NamedTuple):
+    """One record as a producer hands it in."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    headers: Sequence[tuple[str, bytes]] = ()
+
+
+class DecodedRecord(NamedTuple):
+    """One record as a reader gets it back, with its absolute offset."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+class BatchHeader(NamedTuple):
+    """Every field of the v2 header, in wire order, plus derived values."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch takes, header included."""
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def codec(self) -> Codec:
+        return Codec(self.attributes & _CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType((self.attributes >> 3) & 1)
+
+
+_new_header = tuple.__new__
+
+
+# --------------------------------------------------------------------------- compression
+
+
+def _gzip_compress(data: bytes) -> bytes:
+    compressor = zlib.compressobj(wbits=31)  # 31 = gzip container, as Kafka's GZIP codec
+    return compressor.compress(data) + compressor.flush()
+
+
+def _gzip_decompress(data: bytes | memoryview) -> bytes:
+    return zlib.decompress(data, wbits=47)  # 47 = accept a gzip or zlib container
+
+
+def _zstd_compress(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def _zstd_decompress(data: bytes | memoryview) -> bytes:
+    # decompressobj copes with frames that do not record their content size.
+    return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+
+
+_COMPRESS = {
+    Codec.NONE: bytes,
+    Codec.GZIP: _gzip_compress,
+    Codec.LZ4: lz4.frame.compress,
+    Codec.ZSTD: _zstd_compress,
+}
+_DECOMPRESS = {
+    Codec.NONE: memoryview,  # msgpack reads straight from the buffer: no copy
+    Codec.GZIP: _gzip_decompress,
+    Codec.LZ4: lz4.frame.decompress,
+    Codec.ZSTD: _zstd_decompress,
+}
+
+
+_SUPPORTED_CODECS = frozenset(int(codec) for codec in _DECOMPRESS)
+
+
+def _check_codec(attributes: int) -> None:
+    codec = attributes & _CODEC_MASK
+    if codec == Codec.SNAPPY:
+        raise InvalidRecordError("snappy compression (codec 2) is not supported")
+    if codec not in _DECOMPRESS:
+        raise InvalidRecordError(f"unknown compression codec {codec}")
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_batch(
+    records: Iterable[Record],
+    *,
+    base_offset: int = 0,
+    codec: Codec = Codec.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """Encode `records` as one batch (offset deltas 0, 1, 2, ...).
+
+    Raises `ValueError` for an empty batch and `InvalidRecordError` for snappy or an
+    unknown codec.
+    """
+    records = list(records)
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    codec = Codec(codec)
+    if codec not in _COMPRESS:
+        _check_codec(int(codec))
+    base_timestamp = records[0].timestamp_ms
+    max_timestamp = max(r.timestamp_ms for r in records)
+    entries = [
+        [
+            delta,
+            r.timestamp_ms - base_timestamp,
+            r.key,
+            r.value,
+            [[name, value] for name, value in r.headers],
+        ]
+        for delta, r in enumerate(records)
+    ]
+    payload = _COMPRESS[codec](msgpack.packb(entries, use_bin_type=True))
+    attributes = int(codec) | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0)
+    count = len(records)
+    header = bytearray(
+        _HEADER.pack(
+            base_offset,
+            BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+            leader_epoch,
+            CURRENT_MAGIC,
+            0,
+            attributes,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    )
+    crc = crc32c.crc32c(payload, value=crc32c.crc32c(header[_ATTRIBUTES_POS:]))
+    _UINT32.pack_into(header, _CRC_POS, crc)
+    return bytes(header) + payload
+
+
+# --------------------------------------------------------------------------- reading headers
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header of the batch at `pos` (no CRC check); `CorruptRecordError` if short."""
+    if len(buf) - pos < BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"short batch header at position {pos}: {len(buf) - pos} of {BATCH_OVERHEAD} bytes"
+        )
+    return _new_header(BatchHeader, _HEADER.unpack_from(buf, pos))
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch in `buf`, trusting the lengths (no CRC check).
+
+    Stops with `CorruptRecordError` at a length that is impossible or runs past the end.
+    """
+    pos = 0
+    end = len(buf)
+    unpack = _HEADER.unpack_from
+    while pos < end:
+        if end - pos < BATCH_OVERHEAD:
+            raise CorruptRecordError(f"short batch at position {pos}: {end - pos} bytes")
+        header = _new_header(BatchHeader, unpack(buf, pos))
+        size = LOG_OVERHEAD + header[1]
+        if size < BATCH_OVERHEAD or pos + size > end:
+            raise CorruptRecordError(
+                f"batch at position {pos} claims {size} bytes, {end - pos} available"
+            )
+        yield pos, header
+        pos += size
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _length_error(buf: bytes | bytearray | memoryview, pos: int) -> CorruptRecordError:
+    """The error for a batch at `pos` whose header or body is not all there."""
+    available = len(buf) - pos
+    if available < LOG_OVERHEAD:
+        return CorruptRecordError(f"short length prefix at position {pos}: {available} bytes")
+    batch_length = _INT32.unpack_from(buf, pos + _BATCH_LENGTH_POS)[0]
+    size = LOG_OVERHEAD + batch_length
+    if size < BATCH_OVERHEAD:
+        return CorruptRecordError(f"impossible batch length {batch_length} at position {pos}")
+    return CorruptRecordError(
+        f"torn batch at position {pos}: length says {size} bytes, {available} present"
+    )
+
+
+def validate_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, strict: bool = True
+) -> BatchHeader:
+    """Check the single batch starting at `pos` (it may be followed by more bytes).
+
+    Checks the length, the magic, the CRC and the codec; with `strict` (the produce path)
+    also that the record count matches `last_offset_delta` as a fresh producer batch must.
+    Without it (replication, recovery) a count below the offset span is accepted, as
+    Kafka's compaction leaves such batches behind. Reads the header only: no records.
+    """
+    available = len(buf) - pos
+    if available < BATCH_OVERHEAD:
+        raise _length_error(buf, pos)
+    fields = _HEADER.unpack_from(buf, pos)
+    size = LOG_OVERHEAD + fields[1]
+    if size < BATCH_OVERHEAD or size > available:
+        raise _length_error(buf, pos)
+    if fields[3] != CURRENT_MAGIC:
+        raise InvalidRecordError(f"unsupported magic {fields[3]} at position {pos}")
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    actual = crc32c.crc32c(view[pos + _ATTRIBUTES_POS : pos + size])
+    if actual != fields[4]:
+        raise CorruptRecordError(
+            f"CRC mismatch at position {pos} (base offset {fields[0]}): "
+            f"stored {fields[4]:#010x}, computed {actual:#010x}"
+        )
+    if fields[5] & _CODEC_MASK not in _SUPPORTED_CODECS:
+        _check_codec(fields[5])
+    count = fields[12]
+    span = fields[6] + 1
+    if (count < 1 or count != span) if strict else (count < 0 or span < 1 or count > span):
+        raise InvalidRecordError(
+            f"batch at position {pos} holds {count} records but spans {span} offsets"
+        )
+    return _new_header(BatchHeader, fields)
+
+
+def validate_batches(
+    buf: bytes | bytearray | memoryview, *, strict: bool = True
+) -> list[BatchHeader]:
+    """Validate every batch in `buf` (see `validate_batch`); their headers in order."""
+    headers = []
+    pos = 0
+    end = len(buf)
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    while pos < end:
+        header = validate_batch(view, pos, strict=strict)
+        headers.append(header)
+        pos += LOG_OVERHEAD + header[1]
+    return headers
+
+
+# --------------------------------------------------------------------------- leader patching
+
+
+def assign_offsets(
+    buf: bytes | bytearray | memoryview,
+    base_offset: int,
+    leader_epoch: int,
+    *,
+    log_append_time_ms: int | None = None,
+) -> tuple[bytearray, int, int]:
+    """Give the (already validated) batches in `buf` consecutive offsets from `base_offset`.
+
+    Patches base offset and partition leader epoch in place (a `bytearray` is changed in
+    place, anything else copied once). With `log_append_time_ms` the timestamp type and
+    max timestamp are rewritten too and the CRC recomputed. Returns the patched buffer,
+    the last offset assigned and the largest max timestamp.
+    """
+    out = buf if isinstance(buf, bytearray) else bytearray(buf)
+    view = memoryview(out)
+    pos = 0
+    end = len(out)
+    next_offset = base_offset
+    max_timestamp = NO_TIMESTAMP
+    pack_q = _INT64.pack_into
+    pack_i = _INT32.pack_into
+    while pos < end:
+        size = LOG_OVERHEAD + _INT32.unpack_from(out, pos + _BATCH_LENGTH_POS)[0]
+        last_offset_delta = _INT32.unpack_from(out, pos + 23)[0]
+        pack_q(out, pos, next_offset)
+        pack_i(out, pos + _LEADER_EPOCH_POS, leader_epoch)
+        if log_append_time_ms is not None:
+            attributes = _INT16.unpack_from(out, pos + _ATTRIBUTES_POS)[0]
+            _INT16.pack_into(out, pos + _ATTRIBUTES_POS, attributes | _TIMESTAMP_TYPE_BIT)
+            pack_q(out, pos + _MAX_TIMESTAMP_POS, log_append_time_ms)
+            crc = crc32c.crc32c(view[pos + _ATTRIBUTES_POS : pos + size])
+            _UINT32.pack_into(out, pos + _CRC_POS, crc)
+            batch_max = log_append_time_ms
+        else:
+            batch_max = _INT64.unpack_from(out, pos + _MAX_TIMESTAMP_POS)[0]
+        if batch_max > max_timestamp:
+            max_timestamp = batch_max
+        next_offset += last_offset_delta + 1
+        pos += size
+    view.release()
+    return out, next_offset - 1, max_timestamp
+
+
+def stamped_header(
+    header: BatchHeader,
+    base_offset: int,
+    leader_epoch: int,
+    *,
+    log_append_time_ms: int | None = None,
+    body: bytes | bytearray | memoryview | None = None,
+) -> bytes:
+    """The 61 header bytes of a validated batch with offsets and epoch assigned.
+
+    The copy-free twin of `assign_offsets`: the leader writes this header followed by the
+    batch's untouched body (`writev`), instead of copying the batch to patch it. With
+    `log_append_time_ms`, the CRC is recomputed, which needs the `body` (the batch's bytes
+    after the header).
+    """
+    fields = list(header)
+    fields[0] = base_offset
+    fields[2] = leader_epoch
+    if log_append_time_ms is None:
+        return _HEADER.pack(*fields)
+    if body is None:
+        raise ValueError("stamping LogAppendTime needs the batch body for the CRC")
+    fields[5] |= _TIMESTAMP_TYPE_BIT
+    fields[8] = log_append_time_ms
+    packed = bytearray(_HEADER.pack(*fields))
+    crc = crc32c.crc32c(body, value=crc32c.crc32c(packed[_ATTRIBUTES_POS:]))
+    _UINT32.pack_into(packed, _CRC_POS, crc)
+    return bytes(packed)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[DecodedRecord]:
+    """The records of the single batch `batch` (not CRC-checked: validate first).
+
+    With LogAppendTime every record carries the batch's max timestamp, as in Kafka.
+    """
+    header = read_header(batch)
+    size = header.size
+    if size < BATCH_OVERHEAD or size > len(batch):
+        raise CorruptRecordError(f"batch claims {size} bytes, {len(batch)} present")
+    _check_codec(header.attributes)
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    try:
+        payload = _DECOMPRESS[header.attributes & _CODEC_MASK](view[BATCH_OVERHEAD:size])
+        entries = msgpack.unpackb(payload, raw=False, use_list=True)
+    except Exception as exc:  # zlib/lz4/zstd/msgpack each raise their own types
+        raise InvalidRecordError(
+            f"undecodable payload in batch at offset {header.base_offset}: {exc}"
+        ) from exc
+    if not isinstance(entries, list) or len(entries) != header.records_count:
+        raise InvalidRecordError(
+            f"batch at offset {header.base_offset} says {header.records_count} records, "
+            f"payload holds {len(entries) if isinstance(entries, list) else 'no list'}"
+        )
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    append_time = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
+    out = []
+    try:
+        for offset_delta, timestamp_delta, key, value, headers in entries:
+            out.append(
+                DecodedRecord(
+                    base_offset + offset_delta,
+                    append_time if append_time is not None else base_timestamp + timestamp_delta,
+                    key,
+                    value,
+                    tuple((name, data) for name, data in headers),
+                )
+            )
+    except (TypeError, ValueError) as exc:
+        raise InvalidRecordError(
+            f"malformed record in batch at offset {header.base_offset}: {exc}"
+        ) from exc
+    return out
+
+
+def decode_batches(buf: bytes | bytearray | memoryview) -> list[DecodedRecord]:
+    """The records of every batch in `buf`, in order (no CRC check)."""
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    out: list[DecodedRecord] = []
+    for pos, header in iter_batches(view):
+        out.extend(decode_records(view[pos : pos + header.size]))
+    return out

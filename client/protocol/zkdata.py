@@ -1,0 +1,354 @@
+"""ZooKeeper layout and JSON formats, as Kafka 2.x writes them (SPEC.md "ZooKeeper layout").
+
+Pure functions from values to (path, bytes) and back, shared by brokers, controllers and
+the CLI. Decoders raise `ZkDataError` for malformed znodes instead of crashing callers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+BROKERS_IDS = "/brokers/ids"
+BROKERS_TOPICS = "/brokers/topics"
+BROKERS_SEQID = "/brokers/seqid"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+CONTROLLED_SHUTDOWN = "/tributary/controlled_shutdown"
+CLUSTER_ID = "/cluster/id"
+
+# Paths a fresh cluster needs (Kafka creates the same persistent paths on start-up).
+PERSISTENT_PATHS = (
+    BROKERS_IDS,
+    BROKERS_TOPICS,
+    BROKERS_SEQID,
+    ISR_CHANGE_NOTIFICATION,
+    CONFIG_TOPICS,
+    CONFIG_CHANGES,
+    ADMIN_DELETE_TOPICS,
+)
+
+NO_LEADER = -1
+# UpdateMetadata's leader value for a partition whose topic is being deleted (Kafka's
+# LeaderAndIsr.LeaderDuringDelete).
+LEADER_DURING_DELETE = -2
+
+
+class ZkDataError(ValueError):
+    """A znode's content is not what the layout says."""
+
+
+def _loads(data: bytes | None, path: str) -> dict:
+    if data is None:
+        raise ZkDataError(f"{path}: no data")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ZkDataError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ZkDataError(f"{path}: expected a JSON object")
+    return value
+
+
+def _dumps(value: dict) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _int(obj: dict, key: str, path: str) -> int:
+    value = obj.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ZkDataError(f"{path}: {key!r} must be an integer")
+    return value
+
+
+def _int_list(obj: dict, key: str, path: str) -> tuple[int, ...]:
+    value = obj.get(key)
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise ZkDataError(f"{path}: {key!r} must be a list of integers")
+    return tuple(value)
+
+
+# -- paths -----------------------------------------------------------------------------
+def broker_path(broker_id: int) -> str:
+    return f"{BROKERS_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKERS_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKERS_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKERS_TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKERS_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{ADMIN_DELETE_TOPICS}/{topic}"
+
+
+# -- /brokers/ids/<id> -----------------------------------------------------------------
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    timestamp_ms: int = 0
+    metrics_port: int | None = None
+    # The znode's creation transaction id: Kafka's "broker epoch" (KIP-380).
+    broker_epoch: int = -1
+
+    def encode(self) -> bytes:
+        endpoint = f"PLAINTEXT://{self.host}:{self.port}"
+        body = {
+            "version": 5,
+            "host": self.host,
+            "port": self.port,
+            "endpoints": [endpoint],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "jmx_port": -1,
+            "rack": self.rack,
+            "timestamp": str(self.timestamp_ms),
+        }
+        if self.metrics_port is not None:
+            body["metrics_port"] = self.metrics_port
+        return _dumps(body)
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes, czxid: int = -1) -> BrokerRegistration:
+        path = broker_path(broker_id)
+        obj = _loads(data, path)
+        host, port = obj.get("host"), obj.get("port")
+        if not isinstance(host, str) or not isinstance(port, int):
+            raise ZkDataError(f"{path}: host/port missing")
+        rack = obj.get("rack")
+        metrics_port = obj.get("metrics_port")
+        try:
+            timestamp = int(obj.get("timestamp", 0))
+        except (TypeError, ValueError):
+            timestamp = 0
+        return cls(
+            broker_id=broker_id,
+            host=host,
+            port=port,
+            rack=rack if isinstance(rack, str) else None,
+            timestamp_ms=timestamp,
+            metrics_port=metrics_port if isinstance(metrics_port, int) else None,
+            broker_epoch=czxid,
+        )
+
+
+# -- /brokers/topics/<t> ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TopicAssignment:
+    topic: str
+    partitions: dict[int, tuple[int, ...]]
+    adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        def as_json(mapping: dict[int, tuple[int, ...]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(mapping.items())}
+
+        return _dumps(
+            {
+                "version": 2,
+                "partitions": as_json(self.partitions),
+                "adding_replicas": as_json(self.adding_replicas),
+                "removing_replicas": as_json(self.removing_replicas),
+            }
+        )
+
+    @classmethod
+    def decode(cls, topic: str, data: bytes) -> TopicAssignment:
+        path = topic_path(topic)
+        obj = _loads(data, path)
+
+        def parse(key: str, required: bool) -> dict[int, tuple[int, ...]]:
+            raw = obj.get(key)
+            if raw is None and not required:
+                return {}
+            if not isinstance(raw, dict):
+                raise ZkDataError(f"{path}: {key!r} must be an object")
+            result = {}
+            for p, replicas in raw.items():
+                try:
+                    partition = int(p)
+                except ValueError:
+                    raise ZkDataError(f"{path}: bad partition id {p!r}") from None
+                result[partition] = _int_list({"r": replicas}, "r", f"{path} {key}[{p}]")
+            return result
+
+        return cls(
+            topic=topic,
+            partitions=parse("partitions", True),
+            adding_replicas=parse("adding_replicas", False),
+            removing_replicas=parse("removing_replicas", False),
+        )
+
+
+# -- /brokers/topics/<t>/partitions/<p>/state -----------------------------------------
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's leadership record; `zk_version` is the znode version it was read at."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = 0
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "controller_epoch": self.controller_epoch,
+                "leader": self.leader,
+                "version": 1,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes, zk_version: int, path: str = "state") -> LeaderAndIsr:
+        obj = _loads(data, path)
+        return cls(
+            leader=_int(obj, "leader", path),
+            leader_epoch=_int(obj, "leader_epoch", path),
+            isr=_int_list(obj, "isr", path),
+            controller_epoch=_int(obj, "controller_epoch", path),
+            zk_version=zk_version,
+        )
+
+    def same_state(self, other: LeaderAndIsr) -> bool:
+        """Equal apart from the znode version (Kafka's checkLeaderAndIsrZkData)."""
+        return (
+            self.leader == other.leader
+            and self.leader_epoch == other.leader_epoch
+            and sorted(self.isr) == sorted(other.isr)
+        )
+
+
+# -- /config/topics/<t> ----------------------------------------------------------------
+def encode_topic_config(config: dict[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(config)})
+
+
+def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
+    path = topic_config_path(topic)
+    obj = _loads(data, path)
+    config = obj.get("config", {})
+    if not isinstance(config, dict):
+        raise ZkDataError(f"{path}: 'config' must be an object")
+    return {str(k): str(v) for k, v in config.items()}
+
+
+# -- /controller -------------------------------------------------------------------------
+def encode_controller(controller_id: int, timestamp_ms: int, host: str, port: int) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "brokerid": controller_id,
+            "timestamp": str(timestamp_ms),
+            "host": host,
+            "port": port,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class ControllerRegistration:
+    controller_id: int
+    host: str | None
+    port: int | None
+    timestamp_ms: int
+
+    @classmethod
+    def decode(cls, data: bytes) -> ControllerRegistration:
+        obj = _loads(data, CONTROLLER)
+        host, port = obj.get("host"), obj.get("port")
+        try:
+            timestamp = int(obj.get("timestamp", 0))
+        except (TypeError, ValueError):
+            timestamp = 0
+        return cls(
+            controller_id=_int(obj, "brokerid", CONTROLLER),
+            host=host if isinstance(host, str) else None,
+            port=port if isinstance(port, int) else None,
+            timestamp_ms=timestamp,
+        )
+
+
+# -- /isr_change_notification -----------------------------------------------------------
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)],
+        }
+    )
+
+
+def decode_isr_change(data: bytes, path: str = ISR_CHANGE_NOTIFICATION) -> list[tuple[str, int]]:
+    obj = _loads(data, path)
+    result = []
+    for entry in obj.get("partitions", []):
+        if not isinstance(entry, dict):
+            raise ZkDataError(f"{path}: bad partition entry")
+        topic = entry.get("topic")
+        if not isinstance(topic, str):
+            raise ZkDataError(f"{path}: bad topic")
+        result.append((topic, _int(entry, "partition", path)))
+    return result
+
+
+# -- /admin/* ---------------------------------------------------------------------------
+def encode_partition_list(partitions: list[tuple[str, int]]) -> bytes:
+    """/admin/preferred_replica_election: {"version":1,"partitions":[{topic,partition}]}."""
+    return encode_isr_change(partitions)
+
+
+decode_partition_list = decode_isr_change
+
+
+def encode_reassignment(plan: dict[tuple[str, int], tuple[int, ...]]) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": list(r)}
+                for (t, p), r in sorted(plan.items())
+            ],
+        }
+    )
+
+
+def decode_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    path = ADMIN_REASSIGN_PARTITIONS
+    obj = _loads(data, path)
+    plan = {}
+    for entry in obj.get("partitions", []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise ZkDataError(f"{path}: bad partition entry")
+        plan[(entry["topic"], _int(entry, "partition", path))] = _int_list(entry, "replicas", path)
+    return plan

@@ -1,0 +1,369 @@
+"""The one bridge between kazoo's threads and Trio.
+
+How it works: kazoo runs its own connection thread and calls watch callbacks there.
+Blocking kazoo calls (`get`, `set`, `create`...) run through `trio.to_thread.run_sync`;
+callbacks (children/data watches, session state changes) are handed to Trio with
+`trio_token.run_sync_soon(channel.send_nowait, item)` into unbounded memory channels
+(watch events are few and coalescible: consumers can drain to the latest value).
+
+Batch reads (`get_many`) use kazoo's async API inside one worker thread: all requests
+are written to the session before waiting for any answer, so reading thousands of
+znodes takes one round trip's latency plus transfer, not thousands of round trips. The
+controller depends on this to fail over in seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import trio
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ZkClient", "NoNodeError", "NodeExistsError", "ZnodeStat", "SessionEvent"]
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    state: str  # "CONNECTED", "SUSPENDED" or "LOST" (kazoo's KazooState values)
+    session_id: int | None
+
+
+@dataclass(frozen=True)
+class ZkOp:
+    """One operation of a ZooKeeper multi (`ZkClient.commit_many`).
+
+    `kind` is "check", "create", "set" or "delete"; `version` is the expected znode version
+    for check/set/delete (-1: any); `ephemeral` is for creates.
+    """
+
+    kind: str
+    path: str
+    data: bytes = b""
+    version: int = -1
+    ephemeral: bool = False
+
+    @classmethod
+    def check(cls, path: str, version: int) -> ZkOp:
+        return cls("check", path, version=version)
+
+    @classmethod
+    def create(cls, path: str, data: bytes = b"", *, ephemeral: bool = False) -> ZkOp:
+        return cls("create", path, data, ephemeral=ephemeral)
+
+    @classmethod
+    def set(cls, path: str, data: bytes, version: int = -1) -> ZkOp:
+        return cls("set", path, data, version)
+
+    @classmethod
+    def delete(cls, path: str, version: int = -1) -> ZkOp:
+        return cls("delete", path, version=version)
+
+
+class ZkClient:
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int = 18_000,
+    ):
+        self.hosts = hosts
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms
+        self._kazoo = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+            command_retry=KazooRetry(max_tries=3, delay=0.05, max_delay=0.5),
+        )
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._session_send, self.session_events = trio.open_memory_channel(math.inf)
+        self._kazoo.add_listener(self._on_state)
+
+    @property
+    def kazoo(self) -> KazooClient:
+        return self._kazoo
+
+    @property
+    def connected(self) -> bool:
+        return self._kazoo.connected
+
+    @property
+    def session_id(self) -> int | None:
+        sid = self._kazoo.client_id
+        return sid[0] if sid else None
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        timeout = self.connection_timeout_ms / 1000
+        await trio.to_thread.run_sync(lambda: self._kazoo.start(timeout=timeout))
+
+    async def stop(self) -> None:
+        def close() -> None:
+            try:
+                self._kazoo.stop()
+            finally:
+                self._kazoo.close()
+
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(close)
+
+    def _hand_to_trio(self, send, item) -> None:
+        token = self._token
+        if token is None:
+            return
+        try:
+            token.run_sync_soon(send.send_nowait, item)
+        except (trio.RunFinishedError, trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    def _on_state(self, state: str) -> None:  # runs on a kazoo thread
+        sid = self._kazoo.client_id
+        self._hand_to_trio(self._session_send, SessionEvent(str(state), sid[0] if sid else None))
+
+    # -- plain operations ------------------------------------------------------------
+    async def _run(self, fn, *args, **kwargs):
+        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    async def get(self, path: str) -> tuple[bytes, ZnodeStat]:
+        return await self._run(self._kazoo.get, path)
+
+    async def get_or_none(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            return await self.get(path)
+        except NoNodeError:
+            return None
+
+    async def get_children(self, path: str) -> list[str]:
+        return await self._run(self._kazoo.get_children, path)
+
+    async def get_children_or_empty(self, path: str) -> list[str]:
+        try:
+            return await self.get_children(path)
+        except NoNodeError:
+            return []
+
+    async def exists(self, path: str) -> ZnodeStat | None:
+        return await self._run(self._kazoo.exists, path)
+
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        return await self._run(
+            self._kazoo.create,
+            path,
+            value,
+            ephemeral=ephemeral,
+            sequence=sequence,
+            makepath=makepath,
+        )
+
+    async def create_with_stat(
+        self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False
+    ) -> tuple[str, ZnodeStat]:
+        return await self._run(
+            self._kazoo.create,
+            path,
+            value,
+            ephemeral=ephemeral,
+            makepath=makepath,
+            include_data=True,
+        )
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
+        return await self._run(self._kazoo.set, path, value, version=version)
+
+    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        try:
+            await self._run(self._kazoo.delete, path, version=version, recursive=recursive)
+        except NoNodeError:
+            pass
+
+    async def ensure_path(self, path: str) -> None:
+        await self._run(self._kazoo.ensure_path, path)
+
+    async def ensure_paths(self, paths: Sequence[str]) -> None:
+        def ensure_all() -> None:
+            for path in paths:
+                self._kazoo.ensure_path(path)
+
+        await trio.to_thread.run_sync(ensure_all)
+
+    # -- batch reads -----------------------------------------------------------------
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Read many znodes pipelined; None where a znode does not exist."""
+
+        def read_all():
+            pending = [self._kazoo.get_async(p) for p in paths]
+            results = []
+            for item in pending:
+                try:
+                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
+                except NoNodeError:
+                    results.append(None)
+            return results
+
+        return await trio.to_thread.run_sync(read_all)
+
+    async def get_children_many(self, paths: Sequence[str]) -> list[list[str] | None]:
+        def read_all():
+            pending = [self._kazoo.get_children_async(p) for p in paths]
+            results = []
+            for item in pending:
+                try:
+                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
+                except NoNodeError:
+                    results.append(None)
+            return results
+
+        return await trio.to_thread.run_sync(read_all)
+
+    async def set_many(
+        self, writes: Sequence[tuple[str, bytes, int]]
+    ) -> list[ZnodeStat | Exception]:
+        """Pipelined conditional sets: (path, value, version) -> new stat or the error."""
+
+        def write_all():
+            pending = [self._kazoo.set_async(p, v, version=ver) for p, v, ver in writes]
+            results = []
+            for item in pending:
+                try:
+                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
+                except Exception as exc:  # BadVersionError, NoNodeError...: per write
+                    results.append(exc)
+            return results
+
+        return await trio.to_thread.run_sync(write_all)
+
+    async def create_many(self, creates: Sequence[tuple[str, bytes]]) -> list[str | Exception]:
+        def create_all():
+            pending = [self._kazoo.create_async(p, v) for p, v in creates]
+            results = []
+            for item in pending:
+                try:
+                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
+                except Exception as exc:
+                    results.append(exc)
+            return results
+
+        return await trio.to_thread.run_sync(create_all)
+
+    # -- transactions ------------------------------------------------------------------
+    async def commit_many(self, transactions: Sequence[Sequence[ZkOp]]) -> list:
+        """Pipelined multis (ZooKeeper transactions), each atomic on its own.
+
+        One result per transaction: the list of per-op results (a value per op when it
+        committed; when it did not, the failing op's exception instance, e.g.
+        BadVersionError, and RolledBackError/RuntimeInconsistency for the others), or a
+        single exception when the request itself failed (connection loss, session expiry).
+        """
+
+        def commit_all():
+            pending = []
+            for ops in transactions:
+                tx = self._kazoo.transaction()
+                for op in ops:
+                    if op.kind == "check":
+                        tx.check(op.path, op.version)
+                    elif op.kind == "create":
+                        tx.create(op.path, op.data, ephemeral=op.ephemeral)
+                    elif op.kind == "set":
+                        tx.set_data(op.path, op.data, op.version)
+                    elif op.kind == "delete":
+                        tx.delete(op.path, op.version)
+                    else:
+                        raise ValueError(f"unknown ZooKeeper op kind {op.kind!r}")
+                pending.append(tx.commit_async())
+            results = []
+            for item in pending:
+                try:
+                    results.append(list(item.get(timeout=self.session_timeout_ms / 1000)))
+                except Exception as exc:  # the whole multi failed (connection, session)
+                    results.append(exc)
+            return results
+
+        return await trio.to_thread.run_sync(commit_all)
+
+    async def get_and_watch_once(
+        self, path: str, send: trio.MemorySendChannel, item
+    ) -> tuple[bytes, ZnodeStat] | None:
+        """Read a znode (None if absent) and leave a one-shot ZooKeeper watch on it: its
+        next change, creation or deletion sends `item` to `send`, once."""
+
+        def on_change(_event) -> None:  # runs on a kazoo thread
+            self._hand_to_trio(send, item)
+
+        def read():
+            try:
+                return self._kazoo.get(path, watch=on_change)
+            except NoNodeError:
+                if self._kazoo.exists(path, watch=on_change) is None:
+                    return None
+                return self._kazoo.get(path)  # created in between; the watch is set
+
+        return await trio.to_thread.run_sync(read)
+
+    # -- watches -----------------------------------------------------------------------
+    async def watch_children(self, path: str) -> trio.MemoryReceiveChannel:
+        """A channel receiving the full child list now and on every change.
+
+        The watch survives session loss (kazoo re-registers it). If the znode is deleted
+        the channel receives an empty list.
+        """
+        send, receive = trio.open_memory_channel(math.inf)
+
+        def on_children(children):
+            self._hand_to_trio(send, sorted(children or []))
+            return True
+
+        def register() -> None:
+            self._kazoo.ensure_path(path)
+            ChildrenWatch(self._kazoo, path, on_children, send_event=False)
+
+        await trio.to_thread.run_sync(register)
+        return receive
+
+    async def watch_data(self, path: str) -> trio.MemoryReceiveChannel:
+        """A channel receiving (data, stat) now and on every change; (None, None) if absent."""
+        send, receive = trio.open_memory_channel(math.inf)
+
+        def on_data(data, stat, *_):
+            self._hand_to_trio(send, (data, stat))
+            return True
+
+        await trio.to_thread.run_sync(lambda: DataWatch(self._kazoo, path, on_data))
+        return receive
+
+
+async def receive_latest(channel: trio.MemoryReceiveChannel):
+    """Wait for one item, then drain whatever else is queued and return the newest."""
+    item = await channel.receive()
+    while True:
+        try:
+            item = channel.receive_nowait()
+        except trio.WouldBlock:
+            return item
+
+
+def is_lost(event: SessionEvent) -> bool:
+    return event.state == KazooState.LOST
+
+
+def is_connected(event: SessionEvent) -> bool:
+    return event.state == KazooState.CONNECTED

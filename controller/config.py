@@ -1,0 +1,99 @@
+"""Controller configuration: Kafka's names and defaults where they exist.
+
+`ControllerConfig.load(path, overrides)` reads a properties file and `key=value`
+overrides into typed, validated values (`client.properties`). The listener only serves
+ControlledShutdown; its bound port (port 0 picks a free one) goes into /controller so
+brokers can find it. `log.dir` is where `controller-events.jsonl` is appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from client.properties import (
+    REQUIRED,
+    ConfigDef,
+    ConfigError,
+    ConfigKey,
+    at_least,
+    parse_listener,
+    read_properties,
+)
+
+CONTROLLER_CONFIG = ConfigDef(
+    [
+        ConfigKey("controller.id", "int", REQUIRED, "this controller's id", at_least(0)),
+        ConfigKey("listeners", "str", "PLAINTEXT://127.0.0.1:0", "address for ControlledShutdown"),
+        ConfigKey(
+            "advertised.listeners", "str", "", "address brokers should use (default: listeners)"
+        ),
+        ConfigKey("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string"),
+        ConfigKey(
+            "zookeeper.session.timeout.ms", "int", 18_000, "ZooKeeper session timeout", at_least(1)
+        ),
+        ConfigKey("zookeeper.connection.timeout.ms", "int", 18_000, "wait this long for ZooKeeper"),
+        ConfigKey("auto.leader.rebalance.enable", "bool", True, "move leaders back to preferred"),
+        ConfigKey(
+            "leader.imbalance.check.interval.seconds",
+            "int",
+            300,
+            "how often the leader imbalance is checked",
+            at_least(1),
+        ),
+        ConfigKey(
+            "leader.imbalance.per.broker.percentage",
+            "int",
+            10,
+            "rebalance a broker above this share of non-preferred leaders",
+            at_least(0),
+        ),
+        ConfigKey(
+            "unclean.leader.election.enable",
+            "bool",
+            False,
+            "elect out-of-sync replicas when no ISR member is alive (topic config overrides)",
+        ),
+        ConfigKey("controller.socket.timeout.ms", "int", 30_000, "timeout of requests to brokers"),
+        ConfigKey(
+            "log.dir", "str", "/tmp/tributary-controller", "where controller-events.jsonl goes"
+        ),
+        ConfigKey("metrics.port", "int", -1, "Prometheus metrics HTTP port (-1 off, 0 any)"),
+    ]
+)
+
+
+class ControllerConfig:
+    def __init__(self, values: Mapping[str, Any]):
+        self.values = CONTROLLER_CONFIG.parse(values)
+        self.bind_host, self.bind_port = parse_listener(self.values["listeners"])
+        advertised = self.values["advertised.listeners"] or self.values["listeners"]
+        self.advertised_host, advertised_port = parse_listener(advertised)
+        # 0 means "the port we bound" (known only after binding).
+        self.advertised_port: int | None = advertised_port or None
+        if self.advertised_host in ("0.0.0.0", "", "::"):
+            self.advertised_host = "127.0.0.1"
+        if self.values["metrics.port"] < -1:
+            raise ConfigError("metrics.port: must be -1 (off) or a port")
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
+    ) -> ControllerConfig:
+        values: dict[str, Any] = {}
+        if path is not None:
+            values.update(read_properties(path))
+        values.update(overrides or {})
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def controller_id(self) -> int:
+        return self.values["controller.id"]
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.values["log.dir"])

@@ -1,0 +1,8 @@
+"""The controller's decision core: pure, sans-IO (no trio, kazoo or sockets).
+
+`context` holds the cluster picture, `election` the four leader election strategies,
+`decisions` / `shutdown` / `reassignment` / `rebalance` / `deletion` turn events into
+`StateChange` values (new partition state znodes to write), and `requests` builds the
+LeaderAndIsr / UpdateMetadata / StopReplica requests to send. The shell (controller/*.py)
+carries those out against ZooKeeper and the brokers.
+"""

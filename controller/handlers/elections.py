@@ -1,0 +1,64 @@
+"""Preferred replica elections: on request and by the auto-rebalance timer.
+
+How it works: /admin/preferred_replica_election lists partitions; for each whose
+preferred (first assigned) replica is alive, in the ISR and not leading, the leadership
+moves to it (new leader epoch, ISR unchanged), decided on freshly read states; then
+the znode is deleted, done or not
+(Kafka does the same; the admin tool reports what moved). The auto-rebalance timer does
+the same for the partitions `rebalance.auto_rebalance_candidates` picks (brokers above
+`leader.imbalance.per.broker.percentage`), when `auto.leader.rebalance.enable` is on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from client.protocol import zkdata
+from client.protocol.types import TopicPartition
+from controller.active import ActiveController
+from controller.core.decisions import preferred_elections
+from controller.core.rebalance import auto_rebalance_candidates
+from controller.events import AutoRebalance
+from controller.handlers.common import send_changes
+
+log = logging.getLogger(__name__)
+
+
+async def on_preferred_replica_election(active: ActiveController, event: object = None) -> None:
+    path = zkdata.ADMIN_PREFERRED_REPLICA_ELECTION
+    partitions = await active.store.read_partition_list(path)
+    if partitions is None:
+        return
+    ctx = active.ctx
+    tps = [TopicPartition(t, p) for t, p in partitions]
+    unknown = [tp for tp in tps if tp not in ctx.replicas]
+    if unknown:
+        log.info("preferred election: ignoring unknown partitions %s", unknown)
+    known = [tp for tp in tps if tp in ctx.replicas]
+    # An ISR change may not have been announced yet (brokers throttle notifications):
+    # decide on fresh states, they are cheap to read.
+    for tp, state in (await active.store.read_states(known)).items():
+        if state is not None:
+            ctx.states[tp] = state
+    await elect_preferred_leaders(active, known)
+    await active.store.set_or_delete(path, None)
+
+
+async def on_auto_rebalance(active: ActiveController, event: AutoRebalance) -> None:
+    if not active.config["auto.leader.rebalance.enable"]:
+        return
+    candidates = auto_rebalance_candidates(
+        active.ctx, active.config["leader.imbalance.per.broker.percentage"]
+    )
+    if candidates:
+        log.info("leader imbalance: preferred elections for %d partitions", len(candidates))
+        await elect_preferred_leaders(active, candidates)
+
+
+async def elect_preferred_leaders(active: ActiveController, tps: Sequence[TopicPartition]) -> None:
+    ctx = active.ctx
+    applied = await active.apply_changes(
+        preferred_elections(ctx, tps), redo=lambda retry: preferred_elections(ctx, retry)
+    )
+    send_changes(active, applied)

@@ -1,0 +1,57 @@
+"""The controller's own small listener: it answers ControlledShutdown, nothing else.
+
+How it works: a Trio TCP listener (its bound port goes into /controller) serving each
+connection with `broker.network.serve_connection`. A ControlledShutdownRequest becomes a
+`ControlledShutdown` event on the controller's queue with a `Reply` that the event
+handler fills; the connection writes the answer when it is ready. ApiVersions is
+answered directly; any other API gets UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from broker.network import Reply, error_answer, serve_connection
+from client.protocol import messages as m
+from client.protocol.codec import RequestHeader
+from client.protocol.errors import ErrorCode
+from controller.events import ControlledShutdown, EventQueue
+
+log = logging.getLogger(__name__)
+
+# ControlledShutdown requests are tiny; 1 MiB leaves room without letting a confused
+# client make us buffer much.
+MAX_FRAME_BYTES = 1 << 20
+# A broker sends one ControlledShutdown at a time.
+MAX_QUEUED_PER_CONNECTION = 4
+
+
+async def serve_controller_listener(
+    queue: EventQueue, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED
+) -> None:
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    task_status.started(listeners[0].socket.getsockname()[1])
+
+    async def handle(header: RequestHeader, request: Any) -> Any:
+        if isinstance(request, m.ControlledShutdownRequest):
+            reply = Reply()
+            queue.put(ControlledShutdown(request, reply))
+            return reply
+        if isinstance(request, m.ApiVersionsRequest):
+            return m.api_versions_response()
+        return error_answer(
+            ErrorCode.UNSUPPORTED_VERSION, "the controller only serves ControlledShutdown"
+        )
+
+    async def serve(stream: trio.SocketStream) -> None:
+        await serve_connection(
+            stream,
+            handle,
+            max_frame_bytes=MAX_FRAME_BYTES,
+            max_queued=MAX_QUEUED_PER_CONNECTION,
+        )
+
+    await trio.serve_listeners(serve, listeners)
