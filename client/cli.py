@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from client import __version__
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Library chatter (kazoo's reconnect warnings) is not for CLI users.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -48,13 +48,6 @@ class SessionConnected:
     """Connected to ZooKeeper (possibly with a new session)."""
 
 
-@dataclass(frozen=True)
-class Reload:
-    """Something failed half-way: resign and compete again with a fresh context."""
-
-    reason: str
-
-
 # -- ZooKeeper watches ------------------------------------------------------------------
 @dataclass(frozen=True)
 class BrokerChange:

@@ -199,10 +199,6 @@ class ControllerServer:
                 self._end_term("ZooKeeper session lost")
         elif isinstance(event, ev.SessionConnected):
             await self._elect()
-        elif isinstance(event, ev.Reload):
-            if self.active is not None:
-                await self._resign(event.reason)
-            self._elect_later(REELECT_BACKOFF_S)
         elif isinstance(event, ev.ControlledShutdown):
             await on_controlled_shutdown(self.active, event)
         elif self.active is not None:

@@ -551,3 +551,72 @@ async def test_metrics_endpoint(zk, zk_connect, tmp_path, nursery):
     assert "tributary_controller_epoch 1" in text
     assert "tributary_unclean_leader_elections_total 0" in text
     assert "tributary_controller_event_queue_time_seconds_count" in text
+
+
+async def test_session_expiry_ends_the_term_and_the_controller_competes_again(
+    zk, zk_connect, tmp_path, nursery
+):
+    from kazoo.client import KazooClient
+
+    brokers = await start_brokers(nursery, zk, [1])
+    first, _ = await start_controller(nursery, controller_config(zk_connect, tmp_path, 1))
+    await eventually(lambda: first.is_active)
+    second, _ = await start_controller(nursery, controller_config(zk_connect, tmp_path, 2))
+    await create_topic(zk, "t", {0: (1,)})
+    await brokers[1].wait_for(lambda: TP0 in brokers[1].metadata)
+
+    def expire(session):  # closing a second handle on the session expires it
+        other = KazooClient(hosts=zk_connect, client_id=session)
+        other.start(timeout=10)
+        other.stop()
+        other.close()
+
+    await trio.to_thread.run_sync(expire, first.zk.kazoo.client_id)
+
+    await eventually(lambda: second.is_active, what="the standby takes over")
+    assert await controller_epoch(zk) == 2
+    # The old controller learns of the expiry only when its client reconnects (until
+    # then it is a zombie whose writes the epoch check would refuse); then it steps down.
+    await eventually(lambda: not first.is_active, what="the old controller steps down")
+    # the old controller reconnects with a new session and stands by
+    await eventually(lambda: first.zk.connected, what="reconnected")
+    await brokers[1].wait_for(
+        lambda: any(r.controller_epoch == 2 for r in brokers[1].requests(m.UpdateMetadataRequest))
+    )
+    assert not first.is_active and second.is_active
+
+
+async def test_the_controller_runs_as_a_process(zk, zk_connect, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    process = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "--override",
+            "controller.id=3",
+            "--override",
+            f"zookeeper.connect={zk_connect}",
+            "--override",
+            f"log.dir={tmp_path}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        registration = await eventually(
+            lambda: zk.get_or_none(zkdata.CONTROLLER), timeout_s=20, what="/controller"
+        )
+        controller = zkdata.ControllerRegistration.decode(registration[0])
+        assert controller.controller_id == 3 and controller.port > 0
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(15):
+            assert await process.wait() == 0
+        assert await zk.exists(zkdata.CONTROLLER) is None
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -368,3 +368,32 @@ def test_delete_removes_the_directory(tmp_path):
     fill(log, 3)
     log.delete()
     assert not (tmp_path / "topic-0").exists()
+
+
+def test_reads_cut_at_exact_batch_boundaries_with_a_sparse_index(tmp_path):
+    log = open_log(tmp_path, LogConfig())  # 4 KiB index interval: few entries, long scans
+    fill(log, 20)
+    size = len(batch(3))
+    for start in (0, 4, 31):
+        first = start // 3
+        for k in range(1, 6):
+            assert len(offsets(log.read(start, k * size).records)) == k
+            assert len(offsets(log.read(start, k * size - 1).records)) == max(1, k - 1)
+            assert len(offsets(log.read(start, k * size + 1).records)) == k
+        assert offsets(log.read(start, 1 << 20).records)[0][0] == 3 * first
+
+
+def test_truncation_then_new_appends_keep_time_lookups_and_retention_right(tmp_path):
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=0, retention_ms=1_000))
+    for i in range(10):  # offsets 3i..3i+2 at 10_000 + 100 i (+0, +1, +2)
+        log.append_as_leader(batch(3, ts=10_000 + 100 * i), leader_epoch=0, now_ms=0)
+    log.truncate_to(15)  # keeps timestamps up to 10_402
+    assert log.active_segment.max_timestamp == 10_402
+    assert log.offset_for_timestamp(10_500) is None
+    log.append_as_leader(batch(3, ts=10_450), leader_epoch=0, now_ms=0)
+    assert log.offset_for_timestamp(10_403) == (15, 10_450)
+    assert log.offset_for_timestamp(10_451) == (16, 10_451)
+    log.roll(now_ms=0)
+    log.append_as_leader(batch(1, ts=50_000), leader_epoch=0, now_ms=0)
+    assert log.delete_old_segments(now_ms=10_452 + 1_000) == 0
+    assert log.delete_old_segments(now_ms=10_452 + 1_001) == 1

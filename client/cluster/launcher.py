@@ -1,0 +1,499 @@
+"""The local cluster launcher: ZooKeeper, controllers and brokers as background processes.
+
+How it works: `LocalCluster.up()` lays out a cluster directory (one sub-directory per
+process with its properties file, data and log file), starts ZooKeeper, then the
+controllers and brokers with `python -m controller|broker --config FILE` in new
+sessions (they outlive the CLI), waits until every broker is registered in
+/brokers/ids and a controller holds /controller, and writes `cluster.json` with every
+pid and port. Every later command (`status`, `kill`, `pause`, `stop`, `down`...) loads
+that file and acts on exactly those pids: never by name, never on anything else.
+
+The local cluster uses small timeouts (6 s ZooKeeper sessions, 4 s replica lag) so
+failures show within seconds; production defaults stay Kafka's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from client.cluster.state import ClusterState, ProcessInfo, process_alive
+from client.cluster.zookeeper import ZooKeeperServer, four_letter_word, free_port
+from client.properties import write_properties
+
+# Small values for a cluster on one machine: failures are visible within seconds.
+LOCAL_BROKER_SETTINGS = {
+    "zookeeper.session.timeout.ms": 6000,
+    "zookeeper.connection.timeout.ms": 10000,
+    "replica.lag.time.max.ms": 4000,
+    "replica.fetch.wait.max.ms": 200,
+    "replica.fetch.backoff.ms": 200,
+    "replica.socket.timeout.ms": 5000,
+    "isr.change.propagation.blackout.ms": 500,
+    "isr.change.propagation.interval.ms": 5000,
+    "replica.high.watermark.checkpoint.interval.ms": 1000,
+    "controlled.shutdown.retry.backoff.ms": 1000,
+    "metrics.snapshot.interval.ms": 2000,
+    "log.segment.bytes": 16 * 1024 * 1024,
+    "log.retention.check.interval.ms": 60000,
+}
+LOCAL_CONTROLLER_SETTINGS = {
+    "zookeeper.session.timeout.ms": 6000,
+    "zookeeper.connection.timeout.ms": 10000,
+    "leader.imbalance.check.interval.seconds": 30,
+    "controller.socket.timeout.ms": 5000,
+}
+CONTROLLER_ID_BASE = 1000
+STOP_TIMEOUT_S = 30.0
+
+
+class LauncherError(RuntimeError):
+    """Something the user should hear about in one line."""
+
+
+@dataclass
+class ProcessStatus:
+    name: str
+    role: str
+    id: int
+    pid: int | None
+    port: int
+    state: str  # running | paused | stopped
+    registered: bool | None = None
+
+
+def _pid_state(pid: int | None) -> str:
+    if not process_alive(pid):
+        return "stopped"
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            code = f.read().split(")")[-1].split()[0]
+    except OSError:
+        return "running"
+    return "paused" if code in ("T", "t") else "running"
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pick_port(preferred: int | None, taken: set[int]) -> int:
+    if preferred and preferred not in taken and _port_free(preferred):
+        return preferred
+    while True:
+        port = free_port()
+        if port not in taken:
+            return port
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        brokers: int = 3,
+        controllers: int = 2,
+        base_port: int | None = 9092,
+        broker_overrides: dict | None = None,
+        controller_overrides: dict | None = None,
+        metrics: bool = True,
+    ):
+        self.directory = Path(directory).resolve()
+        self.broker_count = brokers
+        self.controller_count = controllers
+        self.base_port = base_port
+        self.broker_overrides = dict(broker_overrides or {})
+        self.controller_overrides = dict(controller_overrides or {})
+        self.metrics = metrics
+        self.state: ClusterState | None = ClusterState.load(self.directory)
+
+    # -- queries -------------------------------------------------------------------
+    def running(self) -> bool:
+        return self.state is not None and any(process_alive(p.pid) for p in self.state.processes)
+
+    def process(self, name: str) -> ProcessInfo:
+        """`broker-2`, `2` (a broker), `controller-1001` or `zookeeper`."""
+        state = self._require_state()
+        name = name.strip().lower()
+        if name in ("zookeeper", "zk"):
+            found = state.zookeeper()
+        else:
+            role, _, number = name.rpartition("-")
+            if not number.isdigit():
+                raise LauncherError(
+                    f"unknown process {name!r}: use e.g. 2, broker-2, controller-1001, zookeeper"
+                )
+            role = role or ("controller" if int(number) >= CONTROLLER_ID_BASE else "broker")
+            found = state.find(role, int(number))
+        if found is None:
+            raise LauncherError(f"no process {name!r} in the cluster at {self.directory}")
+        return found
+
+    def _require_state(self) -> ClusterState:
+        if self.state is None:
+            raise LauncherError(
+                f"no local cluster at {self.directory} (run `tributary cluster up`)"
+            )
+        return self.state
+
+    # -- up ------------------------------------------------------------------------
+    def up(self, timeout_s: float = 60.0) -> ClusterState:
+        if self.state is not None and all(process_alive(p.pid) for p in self.state.processes):
+            return self.state
+        if self.state is not None:
+            # Some processes are gone: start exactly those again, with the same ports.
+            for info in list(self.state.processes):
+                if not process_alive(info.pid):
+                    self._start_process(info)
+            self.state.save()
+            self.wait_ready(timeout_s)
+            return self.state
+        self.directory.mkdir(parents=True, exist_ok=True)
+        taken: set[int] = set()
+        zk_dir = self.directory / "zookeeper"
+        zk_port = _pick_port(2181 if self.base_port else None, taken)
+        taken.add(zk_port)
+        state = ClusterState(
+            directory=str(self.directory),
+            zookeeper_connect=f"127.0.0.1:{zk_port}",
+            settings={"brokers": self.broker_count, "controllers": self.controller_count},
+        )
+        self.state = state
+        state.processes.append(
+            ProcessInfo("zookeeper", 0, None, zk_port, str(zk_dir / "zookeeper.out"), str(zk_dir))
+        )
+        for i in range(1, self.controller_count + 1):
+            cid = CONTROLLER_ID_BASE + i
+            port = _pick_port(None, taken)
+            taken.add(port)
+            metrics_port = _pick_port(None, taken) if self.metrics else None
+            if metrics_port:
+                taken.add(metrics_port)
+            pdir = self.directory / f"controller-{cid}"
+            state.processes.append(
+                ProcessInfo(
+                    "controller",
+                    cid,
+                    None,
+                    port,
+                    str(pdir / "controller.log"),
+                    str(pdir / "data"),
+                    metrics_port,
+                    str(pdir / "controller.properties"),
+                )
+            )
+        for b in range(1, self.broker_count + 1):
+            preferred = self.base_port + b - 1 if self.base_port else None
+            port = _pick_port(preferred, taken)
+            taken.add(port)
+            metrics_port = None
+            if self.metrics:
+                metrics_port = _pick_port(9191 + b if self.base_port else None, taken)
+                taken.add(metrics_port)
+            pdir = self.directory / f"broker-{b}"
+            state.processes.append(
+                ProcessInfo(
+                    "broker",
+                    b,
+                    None,
+                    port,
+                    str(pdir / "broker.log"),
+                    str(pdir / "data"),
+                    metrics_port,
+                    str(pdir / "server.properties"),
+                )
+            )
+        try:
+            for info in state.processes:
+                self._write_config(info)
+                self._start_process(info)
+                state.save()
+            self.wait_ready(timeout_s)
+        except BaseException:
+            self.down()
+            raise
+        return state
+
+    def _write_config(self, info: ProcessInfo) -> None:
+        if info.role == "zookeeper" or info.config_path is None:
+            return
+        Path(info.data_dir).mkdir(parents=True, exist_ok=True)
+        zk = self._require_state().zookeeper_connect
+        if info.role == "broker":
+            values = {
+                "broker.id": info.id,
+                "listeners": f"PLAINTEXT://127.0.0.1:{info.port}",
+                "log.dirs": info.data_dir,
+                "zookeeper.connect": zk,
+                "metrics.port": info.metrics_port if info.metrics_port else -1,
+                **LOCAL_BROKER_SETTINGS,
+                **self.broker_overrides,
+            }
+        else:
+            values = {
+                "controller.id": info.id,
+                "listeners": f"PLAINTEXT://127.0.0.1:{info.port}",
+                "zookeeper.connect": zk,
+                "log.dir": info.data_dir,
+                "metrics.port": info.metrics_port if info.metrics_port else -1,
+                **LOCAL_CONTROLLER_SETTINGS,
+                **self.controller_overrides,
+            }
+        write_properties(info.config_path, values)
+
+    def _start_process(self, info: ProcessInfo) -> None:
+        if info.role == "zookeeper":
+            server = ZooKeeperServer(Path(info.data_dir), port=info.port)
+            server.start(detach=True)
+            info.pid = server.pid
+            return
+        log_path = Path(info.log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        module = "broker" if info.role == "broker" else "controller"
+        with open(log_path, "ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", module, "--config", info.config_path],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=str(self.directory),
+                start_new_session=True,
+            )
+        info.pid = process.pid
+
+    # -- readiness -----------------------------------------------------------------
+    def _zk(self):
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self._require_state().zookeeper_connect, timeout=5)
+        client.start(timeout=10)
+        return client
+
+    def wait_ready(self, timeout_s: float = 60.0, *, require_controller: bool = True) -> None:
+        """Until every running broker is registered and (if any run) a controller is active."""
+        state = self._require_state()
+        deadline = time.monotonic() + timeout_s
+        zk_info = state.zookeeper()
+        while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
+            if time.monotonic() > deadline:
+                raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
+            time.sleep(0.1)
+        client = self._zk()
+        try:
+            while True:
+                problem = self._readiness_problem(client, require_controller)
+                if problem is None:
+                    return
+                if time.monotonic() > deadline:
+                    raise LauncherError(f"cluster not ready after {timeout_s:.0f}s: {problem}")
+                time.sleep(0.2)
+        finally:
+            client.stop()
+            client.close()
+
+    def _readiness_problem(self, client, require_controller: bool) -> str | None:
+        state = self._require_state()
+        registered = (
+            set(client.get_children("/brokers/ids")) if client.exists("/brokers/ids") else set()
+        )
+        for broker in state.brokers():
+            if _pid_state(broker.pid) == "stopped":
+                if broker.pid is not None and self._exited_early(broker):
+                    raise LauncherError(
+                        f"broker {broker.id} exited; see {broker.log_path}: "
+                        f"{self._last_line(broker)}"
+                    )
+                continue
+            if str(broker.id) not in registered:
+                return f"broker {broker.id} not registered (log: {broker.log_path})"
+        controllers = [c for c in state.controllers() if _pid_state(c.pid) != "stopped"]
+        if require_controller and controllers and client.exists("/controller") is None:
+            return "no active controller yet"
+        for controller in state.controllers():
+            if (
+                controller.pid is not None
+                and _pid_state(controller.pid) == "stopped"
+                and self._exited_early(controller)
+            ):
+                raise LauncherError(
+                    f"controller {controller.id} exited; see {controller.log_path}: "
+                    f"{self._last_line(controller)}"
+                )
+        return None
+
+    def _exited_early(self, info: ProcessInfo) -> bool:
+        return info.pid is not None and not process_alive(info.pid)
+
+    @staticmethod
+    def _last_line(info: ProcessInfo) -> str:
+        try:
+            lines = Path(info.log_path).read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return lines[-1] if lines else "(empty log)"
+
+    # -- process control -----------------------------------------------------------
+    def send_signal(self, name: str, sig: signal.Signals) -> ProcessInfo:
+        info = self.process(name)
+        if not process_alive(info.pid):
+            raise LauncherError(f"{info.name} is not running")
+        if sig in (signal.SIGTERM, signal.SIGKILL) and _pid_state(info.pid) == "paused":
+            os.kill(info.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+        os.kill(info.pid, sig)
+        return info
+
+    def kill(
+        self, name: str, sig: signal.Signals = signal.SIGKILL, *, wait_s: float = 10.0
+    ) -> ProcessInfo:
+        info = self.send_signal(name, sig)
+        if sig == signal.SIGKILL:
+            self._wait_exit(info, wait_s)
+        return info
+
+    def pause(self, name: str) -> ProcessInfo:
+        return self.send_signal(name, signal.SIGSTOP)
+
+    def resume(self, name: str) -> ProcessInfo:
+        return self.send_signal(name, signal.SIGCONT)
+
+    def stop(self, name: str, timeout_s: float = STOP_TIMEOUT_S) -> ProcessInfo:
+        """SIGTERM (a broker's controlled shutdown) and wait; SIGKILL if it hangs."""
+        info = self.send_signal(name, signal.SIGTERM)
+        if not self._wait_exit(info, timeout_s):
+            os.kill(info.pid, signal.SIGKILL)
+            self._wait_exit(info, 5)
+        return info
+
+    def start(self, name: str, timeout_s: float = 60.0) -> ProcessInfo:
+        info = self.process(name)
+        if process_alive(info.pid):
+            raise LauncherError(f"{info.name} is already running (pid {info.pid})")
+        self._write_config(info)
+        self._start_process(info)
+        self.state.save()
+        self.wait_ready(timeout_s, require_controller=False)
+        return info
+
+    def _wait_exit(self, info: ProcessInfo, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while process_alive(info.pid):
+            _reap(info.pid)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def down(self, timeout_s: float = STOP_TIMEOUT_S) -> list[str]:
+        """Stop everything by pid: brokers (controlled), controllers, then ZooKeeper."""
+        if self.state is None:
+            return []
+        stopped = []
+        order = self.state.brokers() + self.state.controllers() + [self.state.zookeeper()]
+        # Brokers first, all at once, so their controlled shutdowns overlap.
+        for info in order:
+            if info is not None and process_alive(info.pid):
+                if _pid_state(info.pid) == "paused":
+                    os.kill(info.pid, signal.SIGCONT)
+                os.kill(info.pid, signal.SIGTERM)
+                stopped.append(info.name)
+                if info.role != "broker":
+                    self._wait_or_kill(info, 10)
+        for info in self.state.brokers():
+            self._wait_or_kill(info, timeout_s)
+        for info in order:
+            if info is not None:
+                self._wait_or_kill(info, 5)
+                info.pid = None
+        self.state.save()
+        return stopped
+
+    def _wait_or_kill(self, info: ProcessInfo, timeout_s: float) -> None:
+        if not self._wait_exit(info, timeout_s) and process_alive(info.pid):
+            os.kill(info.pid, signal.SIGKILL)
+            self._wait_exit(info, 5)
+
+    def destroy(self) -> None:
+        """down, then delete the cluster directory (data included)."""
+        self.down()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.state = None
+
+    # -- status --------------------------------------------------------------------
+    def status(self) -> dict:
+        state = self._require_state()
+        processes = [
+            ProcessStatus(p.name, p.role, p.id, p.pid, p.port, _pid_state(p.pid))
+            for p in state.processes
+        ]
+        result: dict = {
+            "directory": state.directory,
+            "zookeeper": state.zookeeper_connect,
+            "bootstrap_servers": state.bootstrap_servers,
+            "processes": [vars(p) for p in processes],
+            "active_controller": None,
+            "registered_brokers": [],
+            "partitions": 0,
+            "under_replicated_partitions": [],
+            "offline_partitions": [],
+            "leaders": {},
+        }
+        zk = state.zookeeper()
+        if four_letter_word("127.0.0.1", zk.port, "ruok", timeout=0.5) != "imok":
+            result["zookeeper_state"] = "down"
+            return result
+        result["zookeeper_state"] = "up"
+        from client.cluster.inspect import read_cluster
+
+        view = read_cluster(state.zookeeper_connect)
+        registered = set(view.brokers)
+        for p in result["processes"]:
+            if p["role"] == "broker":
+                p["registered"] = p["id"] in registered
+        result["active_controller"] = view.controller_id
+        result["controller_epoch"] = view.controller_epoch
+        result["registered_brokers"] = sorted(registered)
+        result["partitions"] = len(view.partitions)
+        for part in view.partitions:
+            name = f"{part.topic}-{part.partition}"
+            if part.leader < 0:
+                result["offline_partitions"].append(name)
+            elif len(part.isr) < len(part.replicas):
+                result["under_replicated_partitions"].append(name)
+            if part.leader >= 0:
+                result["leaders"].setdefault(str(part.leader), []).append(name)
+        result["partition_states"] = [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+            }
+            for p in view.partitions
+        ]
+        return result
+
+
+def _reap(pid: int | None) -> None:
+    """Reap our own child if it exited (tests start clusters from the same process)."""
+    if not pid:
+        return
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

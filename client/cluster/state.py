@@ -1,0 +1,123 @@
+"""The local cluster's state file: what `tributary cluster up` started, and where.
+
+How it works: the launcher writes `<cluster dir>/cluster.json` (pids, ports, log paths,
+data dirs, the ZooKeeper connect string); every other CLI command reads it to find the
+running cluster without flags. The cluster dir is `--dir`, else `$TRIBUTARY_CLUSTER_DIR`,
+else `./.tributary`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_FILE = "cluster.json"
+DEFAULT_DIR = ".tributary"
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+
+@dataclass
+class ProcessInfo:
+    role: str  # "zookeeper", "controller" or "broker"
+    id: int
+    pid: int | None
+    port: int
+    log_path: str
+    data_dir: str
+    metrics_port: int | None = None
+    config_path: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.role if self.role == "zookeeper" else f"{self.role}-{self.id}"
+
+
+@dataclass
+class ClusterState:
+    directory: str
+    zookeeper_connect: str
+    processes: list[ProcessInfo] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+
+    def brokers(self) -> list[ProcessInfo]:
+        return [p for p in self.processes if p.role == "broker"]
+
+    def controllers(self) -> list[ProcessInfo]:
+        return [p for p in self.processes if p.role == "controller"]
+
+    def zookeeper(self) -> ProcessInfo | None:
+        return next((p for p in self.processes if p.role == "zookeeper"), None)
+
+    def find(self, role: str, id_: int) -> ProcessInfo | None:
+        return next((p for p in self.processes if p.role == role and p.id == id_), None)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers())
+
+    def save(self) -> None:
+        path = Path(self.directory) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> ClusterState | None:
+        path = Path(directory) / STATE_FILE
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        try:
+            processes = [ProcessInfo(**p) for p in raw.get("processes", [])]
+            return cls(
+                directory=raw["directory"],
+                zookeeper_connect=raw["zookeeper_connect"],
+                processes=processes,
+                settings=raw.get("settings", {}),
+            )
+        except (KeyError, TypeError):
+            return None
+
+
+def cluster_dir(explicit: str | None = None) -> Path:
+    return Path(explicit or os.environ.get("TRIBUTARY_CLUSTER_DIR") or DEFAULT_DIR).resolve()
+
+
+def process_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) is not alive for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def default_bootstrap(explicit: str | None = None, directory: str | None = None) -> str:
+    """--bootstrap-server if given, else the running local cluster's brokers, else
+    localhost:9092 (Kafka's tools' default)."""
+    if explicit:
+        return explicit
+    state = ClusterState.load(cluster_dir(directory))
+    if state is not None:
+        live = [b for b in state.brokers() if process_alive(b.pid)]
+        if live:
+            return ",".join(f"127.0.0.1:{b.port}" for b in live)
+    return DEFAULT_BOOTSTRAP
+
+
+def default_zookeeper(explicit: str | None = None, directory: str | None = None) -> str | None:
+    if explicit:
+        return explicit
+    state = ClusterState.load(cluster_dir(directory))
+    return state.zookeeper_connect if state is not None else None

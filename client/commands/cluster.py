@@ -1,0 +1,232 @@
+"""`tributary cluster ...`: run and poke a local cluster of real processes.
+
+up / status / down / kill / pause / resume / start / stop / logs (and watch). Every
+command acts on the pids recorded in the cluster directory's `cluster.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from client.cli import CliError
+from client.cluster.launcher import LauncherError, LocalCluster
+from client.cluster.state import cluster_dir
+from client.properties import ConfigError, parse_overrides
+
+
+def register(subparsers) -> None:
+    cluster = subparsers.add_parser("cluster", help="run a local cluster of real processes")
+    cluster.add_argument(
+        "--dir",
+        default=None,
+        help="cluster directory (default $TRIBUTARY_CLUSTER_DIR or ./.tributary)",
+    )
+    sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+
+    up = sub.add_parser("up", help="start ZooKeeper, controllers and brokers")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--controllers", type=int, default=2)
+    up.add_argument(
+        "--base-port", type=int, default=9092, help="first broker port (0: any free ports)"
+    )
+    up.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker property for every broker (repeatable)",
+    )
+    up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    up.set_defaults(handler=_up)
+
+    status = sub.add_parser("status", help="processes, registration, controller, partitions")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_status)
+
+    down = sub.add_parser("down", help="stop every process of the cluster (by pid)")
+    down.add_argument(
+        "--delete-data", action="store_true", help="also remove the cluster directory"
+    )
+    down.set_defaults(handler=_down)
+
+    for name, help_text, handler in (
+        ("pause", "SIGSTOP a process (it stops answering; its ZooKeeper session expires)", _pause),
+        ("resume", "SIGCONT a paused process", _resume),
+        ("start", "start a stopped process again", _start),
+        ("stop", "stop a process cleanly (a broker does a controlled shutdown)", _stop),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("id", help="2, broker-2, controller-1001 or zookeeper")
+        p.set_defaults(handler=handler)
+
+    kill = sub.add_parser("kill", help="send a signal to a process (default KILL)")
+    kill.add_argument("id", help="2, broker-2, controller-1001 or zookeeper")
+    kill.add_argument("--signal", choices=["KILL", "TERM"], default="KILL")
+    kill.set_defaults(handler=_kill)
+
+    logs = sub.add_parser("logs", help="show a process's log")
+    logs.add_argument("id", help="2, broker-2, controller-1001 or zookeeper")
+    logs.add_argument("--lines", "-n", type=int, default=40)
+    logs.add_argument("--follow", "-f", action="store_true")
+    logs.set_defaults(handler=_logs)
+
+    try:
+        from client.commands.watch import register_watch
+    except ImportError:
+        register_watch = None
+    if register_watch is not None:
+        register_watch(sub)
+
+
+def _cluster(args, **kwargs) -> LocalCluster:
+    return LocalCluster(cluster_dir(args.dir), **kwargs)
+
+
+def _guard(fn):
+    def wrapper(args) -> int:
+        try:
+            return fn(args)
+        except (LauncherError, ConfigError) as exc:
+            raise CliError(str(exc)) from None
+
+    wrapper.__name__ = fn.__name__
+    return wrapper
+
+
+@_guard
+def _up(args) -> int:
+    if args.brokers < 1 or args.controllers < 0:
+        raise CliError("need at least one broker and zero or more controllers", 2)
+    cluster = _cluster(
+        args,
+        brokers=args.brokers,
+        controllers=args.controllers,
+        base_port=args.base_port or None,
+        broker_overrides=parse_overrides(args.override),
+    )
+    was_running = cluster.running()
+    state = cluster.up(timeout_s=args.timeout)
+    verb = "already running" if was_running else "up"
+    print(
+        f"cluster {verb}: {len(state.brokers())} broker(s), "
+        f"{len(state.controllers())} controller(s)"
+    )
+    print(f"  directory:  {state.directory}")
+    print(f"  zookeeper:  {state.zookeeper_connect}")
+    for info in state.processes:
+        extra = f", metrics :{info.metrics_port}" if info.metrics_port else ""
+        print(f"  {info.name:<16} pid {info.pid}, port {info.port}{extra}, log {info.log_path}")
+    print(f"bootstrap servers: {state.bootstrap_servers}")
+    return 0
+
+
+@_guard
+def _status(args) -> int:
+    status = _cluster(args).status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    print(
+        f"cluster {status['directory']} "
+        f"(zookeeper {status['zookeeper']}: {status['zookeeper_state']})"
+    )
+    for p in status["processes"]:
+        registered = p.get("registered")
+        reg = "" if registered is None else ("  registered" if registered else "  NOT registered")
+        marker = (
+            "*" if p["role"] == "controller" and p["id"] == status["active_controller"] else " "
+        )
+        print(
+            f" {marker}{p['name']:<16} {p['state']:<8} pid {p['pid'] or '-':<8} "
+            f"port {p['port']}{reg}"
+        )
+    print(
+        f"active controller: {status['active_controller']} (epoch {status.get('controller_epoch')})"
+    )
+    print(
+        f"partitions: {status['partitions']}, "
+        f"under-replicated: {len(status['under_replicated_partitions'])}, "
+        f"offline: {len(status['offline_partitions'])}"
+    )
+    for name in status["under_replicated_partitions"]:
+        print(f"  under-replicated: {name}")
+    for name in status["offline_partitions"]:
+        print(f"  offline: {name}")
+    for broker, names in sorted(status["leaders"].items(), key=lambda kv: int(kv[0])):
+        print(f"  broker {broker} leads {len(names)}")
+    return 0
+
+
+@_guard
+def _down(args) -> int:
+    cluster = _cluster(args)
+    if cluster.state is None:
+        print(f"no local cluster at {cluster.directory}")
+        return 0
+    stopped = cluster.down()
+    print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    if args.delete_data:
+        cluster.destroy()
+        print(f"deleted {cluster.directory}")
+    return 0
+
+
+@_guard
+def _kill(args) -> int:
+    sig = signal.SIGKILL if args.signal == "KILL" else signal.SIGTERM
+    info = _cluster(args).kill(args.id, sig)
+    print(f"sent SIG{args.signal} to {info.name} (pid {info.pid})")
+    return 0
+
+
+@_guard
+def _pause(args) -> int:
+    info = _cluster(args).pause(args.id)
+    print(f"paused {info.name} (pid {info.pid})")
+    return 0
+
+
+@_guard
+def _resume(args) -> int:
+    info = _cluster(args).resume(args.id)
+    print(f"resumed {info.name} (pid {info.pid})")
+    return 0
+
+
+@_guard
+def _start(args) -> int:
+    info = _cluster(args).start(args.id)
+    print(f"started {info.name} (pid {info.pid}, port {info.port})")
+    return 0
+
+
+@_guard
+def _stop(args) -> int:
+    info = _cluster(args).stop(args.id)
+    print(f"stopped {info.name}")
+    return 0
+
+
+@_guard
+def _logs(args) -> int:
+    info = _cluster(args).process(args.id)
+    path = Path(info.log_path)
+    if not path.exists():
+        raise CliError(f"no log yet at {path}")
+    with open(path, errors="replace") as f:
+        lines = f.readlines()
+        sys.stdout.writelines(lines[-args.lines :] if args.lines > 0 else lines)
+        if not args.follow:
+            return 0
+        sys.stdout.flush()
+        while True:
+            line = f.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            else:
+                time.sleep(0.2)
