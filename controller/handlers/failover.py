@@ -39,7 +39,7 @@ async def on_become_active(active: ActiveController) -> None:
             ctx.states[tp] = state
     for topic in snapshot.topics_to_delete:
         if ctx.has_topic(topic):
-            active.deletions.enqueue(ctx, topic)
+            active.deletions.enqueue(ctx, topic)  # never elect or initialize these
     loaded = trio.current_time()
     partitions = ctx.all_partitions()
     await active.refresh_configs_for_offline(partitions)
@@ -65,7 +65,7 @@ async def on_become_active(active: ActiveController) -> None:
         len(applied),
         sent,
     )
-    await deletion.try_deletion(active)
+    await deletion.on_topic_deletion(active)
     await reassignment.on_partition_reassignment(active, None)
     await elections.on_preferred_replica_election(active, None)
     await isr.on_isr_change_notification(active, None)

@@ -38,6 +38,7 @@ async def on_partition_reassignment(active: ActiveController, event: object = No
     plan = await active.store.read_reassignment_plan()
     dropped: list[TopicPartition] = []
     started: list[TopicPartition] = []
+    rewritten: set[str] = set()
     for (topic, partition), target in sorted((plan or {}).items()):
         tp = TopicPartition(topic, partition)
         if tp not in ctx.replicas or ctx.is_deleting(topic):
@@ -47,12 +48,13 @@ async def on_partition_reassignment(active: ActiveController, event: object = No
         current = ctx.reassignments.get(tp)
         if current is not None and current.target == tuple(target):
             continue  # in flight already
-        original = current.original if current is not None else ctx.replicas[tp]
-        moving = Reassignment.start(original, tuple(target))
+        # From what it has now (RS if another move is in flight: replicas that move added
+        # and the new target does not want are then removed too).
+        moving = Reassignment.start(ctx.replicas[tp], tuple(target))
         if moving is None:
-            log.info("reassignment of %s: nothing to move", tp)
-            ctx.reassignments.pop(tp, None)
-            ctx.replicas[tp] = original
+            log.info("reassignment of %s: already on its target", tp)
+            if ctx.reassignments.pop(tp, None) is not None:
+                rewritten.add(topic)
             dropped.append(tp)
             continue
         ctx.reassignments[tp] = moving
@@ -65,8 +67,9 @@ async def on_partition_reassignment(active: ActiveController, event: object = No
             original=list(moving.original),
             target=list(moving.target),
         )
+    if started or rewritten:
+        await _write_assignments(active, {tp.topic for tp in started} | rewritten)
     if started:
-        await _write_assignments(active, {tp.topic for tp in started})
         applied = await active.apply_changes(
             epoch_bumps(ctx, started, Reason.REASSIGNMENT),
             redo=lambda tps: epoch_bumps(ctx, tps, Reason.REASSIGNMENT),
@@ -155,7 +158,8 @@ async def _remove_from_plan(active: ActiveController, tps: Sequence[TopicPartiti
     plan = await active.store.read_reassignment_plan()
     if plan is None:
         return
-    remaining = {key: r for key, r in plan.items() if TopicPartition(*key) not in set(tps)}
+    done = set(tps)
+    remaining = {key: r for key, r in plan.items() if TopicPartition(*key) not in done}
     if remaining == plan:
         return
     data = zkdata.encode_reassignment(remaining) if remaining else None

@@ -1,0 +1,415 @@
+"""The client's view of the cluster: brokers, controller, and every partition's leader.
+
+How it works:
+- `ClusterView` is an immutable snapshot built from one Metadata response: broker
+  endpoints, the controller id, and per topic its partitions (leader, leader epoch,
+  replicas, ISR, offline replicas) or the error the broker gave for it. Lookups are plain
+  functions of the snapshot (`leader_for`, `partitions_for`, `available_partitions`...).
+- `Metadata` (the Trio shell) keeps the current snapshot fresh. `refresh()` asks any live
+  broker: the brokers it already knows first (starting with the last one that answered),
+  then the bootstrap addresses; if none answers it raises `NoBrokersAvailableError`
+  ("cannot reach any broker at HOST:PORT (...)"). It asks for the topics of interest
+  (`add_topics`), or every topic when built with `all_topics=True` (admin).
+- Staleness and backoff as Kafka's `metadata.max.age.ms` and `retry.backoff.ms`: a
+  producer or consumer calls `request_update()` after a retriable error (stale leader);
+  the background task `run()` refreshes when an update was requested (at most once per
+  backoff) or when the snapshot is older than `max_age_ms`, and wakes whoever waits in
+  `wait_for_update()`.
+- Unknown topics are an error value in the snapshot (`topic_error`), turned into
+  `UnknownTopicError` ("topic 'x' does not exist") by `partitions_or_error`.
+
+Times come from `trio.current_time()` so that tests can drive them with `MockClock`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import trio
+
+from client.connection import BrokerConnectionError, ConnectionPool
+from client.protocol import messages as m
+from client.protocol.errors import ErrorCode, TributaryError
+from client.protocol.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+# Kafka's defaults.
+DEFAULT_METADATA_MAX_AGE_MS = 300_000  # metadata.max.age.ms
+DEFAULT_RETRY_BACKOFF_MS = 100  # retry.backoff.ms
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # request.timeout.ms
+
+
+class NoBrokersAvailableError(BrokerConnectionError):
+    """No bootstrap or known broker answered a Metadata request."""
+
+
+class UnknownTopicError(TributaryError):
+    """The cluster has no topic of that name (after a fresh look)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{topic}' does not exist")
+        self.topic = topic
+
+    @property
+    def retriable(self) -> bool:  # the caller already looked again
+        return False
+
+    def __str__(self) -> str:
+        return self.message or ""
+
+
+class BrokerInfo(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+
+class PartitionInfo(NamedTuple):
+    topic: str
+    partition: int
+    leader: int  # -1: no leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error: ErrorCode = ErrorCode.NONE
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    error: ErrorCode
+    is_internal: bool
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """`"host:port,host:port"` (or a list of them) as addresses; `ValueError` if malformed."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bad broker address {item!r}: expected HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no broker address given")
+    return out
+
+
+def format_addresses(addresses: Iterable[tuple[str, int]]) -> str:
+    return ",".join(f"{host}:{port}" for host, port in addresses)
+
+
+class ClusterView:
+    """One Metadata response, indexed for lookups. Immutable once built."""
+
+    def __init__(
+        self,
+        brokers: Iterable[BrokerInfo] = (),
+        topics: Iterable[TopicInfo] = (),
+        *,
+        controller_id: int = -1,
+        cluster_id: str | None = None,
+    ) -> None:
+        self.brokers: dict[int, BrokerInfo] = {b.node_id: b for b in brokers}
+        self.topics: dict[str, TopicInfo] = {t.name: t for t in topics}
+        self.controller_id = controller_id
+        self.cluster_id = cluster_id
+
+    @classmethod
+    def from_response(cls, response: m.MetadataResponse) -> ClusterView:
+        topics = []
+        for t in response.topics:
+            partitions = {
+                p.partition: PartitionInfo(
+                    topic=t.name,
+                    partition=p.partition,
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    replicas=tuple(p.replicas),
+                    isr=tuple(p.isr),
+                    offline_replicas=tuple(p.offline_replicas),
+                    error=ErrorCode.from_code(p.error_code),
+                )
+                for p in t.partitions
+            }
+            topics.append(
+                TopicInfo(t.name, ErrorCode.from_code(t.error_code), t.is_internal, partitions)
+            )
+        return cls(
+            (BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers),
+            topics,
+            controller_id=response.controller_id,
+            cluster_id=response.cluster_id,
+        )
+
+    # --- lookups ---------------------------------------------------------------------
+
+    def topic_error(self, topic: str) -> ErrorCode | None:
+        """The broker's error for `topic`, NONE if it is fine, None if we did not ask."""
+        info = self.topics.get(topic)
+        return None if info is None else info.error
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        """Partition numbers of `topic`, or None if unknown (or not asked for)."""
+        info = self.topics.get(topic)
+        if info is None or info.error not in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE):
+            return None
+        if not info.partitions:
+            return None
+        return sorted(info.partitions)
+
+    def partition_count(self, topic: str) -> int | None:
+        parts = self.partitions_for(topic)
+        return None if parts is None else len(parts)
+
+    def available_partitions(self, topic: str) -> list[int]:
+        """Partitions of `topic` that have a leader we know the address of."""
+        info = self.topics.get(topic)
+        if info is None:
+            return []
+        return sorted(
+            p for p, part in info.partitions.items() if part.leader >= 0 and part.leader in self.brokers
+        )
+
+    def partition(self, tp: TopicPartition) -> PartitionInfo | None:
+        info = self.topics.get(tp.topic)
+        return None if info is None else info.partitions.get(tp.partition)
+
+    def leader_for(self, tp: TopicPartition) -> PartitionInfo | None:
+        """The partition's info if it has a leader whose address we know, else None."""
+        part = self.partition(tp)
+        if part is None or part.leader < 0 or part.leader not in self.brokers:
+            return None
+        return part
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self.brokers.get(node_id)
+
+    def partitions_led_by(self, node_id: int) -> list[TopicPartition]:
+        return [
+            TopicPartition(t.name, p)
+            for t in self.topics.values()
+            for p, part in sorted(t.partitions.items())
+            if part.leader == node_id
+        ]
+
+
+class Metadata:
+    """The cluster view of one client, refreshed from any live broker."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        bootstrap: str | Iterable[str],
+        *,
+        all_topics: bool = False,
+        max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self._pool = pool
+        self._all_topics = all_topics
+        self.max_age_ms = max_age_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.cluster = ClusterView()
+        self.version = 0  # bumped on every successful refresh
+        self.last_refresh_ms = -math.inf
+        self.last_attempt_ms = -math.inf
+        self.last_error: BaseException | None = None
+        self._topics: set[str] = set()
+        self._update_requested = False
+        self._wanted = trio.Event()  # set when the refresher has something to do
+        self._updated = trio.Event()  # replaced after every refresh attempt
+        self._refresh_lock = trio.Lock()
+        self._preferred: tuple[str, int] | None = None
+
+    # --- what to ask for -------------------------------------------------------------
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return frozenset(self._topics)
+
+    def add_topics(self, *names: str) -> bool:
+        """Track these topics too; True (and an update requested) if any was new."""
+        new = set(names) - self._topics
+        if new:
+            self._topics |= new
+            self.request_update()
+        return bool(new)
+
+    def set_topics(self, names: Iterable[str]) -> None:
+        names = set(names)
+        if names != self._topics:
+            self._topics = names
+            self.request_update()
+
+    def request_update(self) -> None:
+        """Ask the background refresher for a fresh view soon (after a retriable error)."""
+        self._update_requested = True
+        self._wanted.set()
+
+    @property
+    def update_requested(self) -> bool:
+        return self._update_requested
+
+    def is_stale(self, now_ms: float | None = None) -> bool:
+        now_ms = _now_ms() if now_ms is None else now_ms
+        return now_ms - self.last_refresh_ms >= self.max_age_ms
+
+    # --- refreshing ------------------------------------------------------------------
+
+    async def refresh(self) -> ClusterView:
+        """Fetch a fresh view now; raises `NoBrokersAvailableError` if nobody answers."""
+        version = self.version
+        async with self._refresh_lock:
+            if self.version != version and not self._update_requested:
+                return self.cluster  # someone refreshed while we waited for the lock
+            return await self._refresh_locked()
+
+    async def _refresh_locked(self) -> ClusterView:
+        self._update_requested = False
+        self.last_attempt_ms = _now_ms()
+        request = m.MetadataRequest(
+            topics=None if self._all_topics else sorted(self._topics),
+            allow_auto_topic_creation=False,
+        )
+        errors: list[str] = []
+        for host, port in self._candidates():
+            try:
+                response = await self._pool.request(
+                    host, port, request, timeout_s=self.request_timeout_ms / 1000
+                )
+            except BrokerConnectionError as exc:
+                errors.append(exc.message or str(exc))
+                log.debug("metadata from %s:%d failed: %s", host, port, exc)
+                continue
+            except TributaryError as exc:  # a request-level error: try another broker
+                errors.append(str(exc))
+                continue
+            self._preferred = (host, port)
+            self.cluster = ClusterView.from_response(response)
+            self.version += 1
+            self.last_refresh_ms = _now_ms()
+            self.last_error = None
+            self._wake_waiters()
+            return self.cluster
+        self._update_requested = True  # still wanted: the refresher retries after backoff
+        reason = errors[-1] if errors else "no address to try"
+        error = NoBrokersAvailableError(
+            f"cannot reach any broker at {format_addresses(self.bootstrap)} ({reason})"
+        )
+        self.last_error = error
+        self._wake_waiters()
+        raise error
+
+    def _candidates(self) -> list[tuple[str, int]]:
+        """Known brokers (the last one that answered first), then the bootstrap list."""
+        seen: list[tuple[str, int]] = []
+        if self._preferred is not None:
+            seen.append(self._preferred)
+        for broker in self.cluster.brokers.values():
+            if broker.address not in seen:
+                seen.append(broker.address)
+        for address in self.bootstrap:
+            if address not in seen:
+                seen.append(address)
+        return seen
+
+    def _wake_waiters(self) -> None:
+        self._updated.set()
+        self._updated = trio.Event()
+
+    async def wait_for_update(self, timeout_s: float | None = None) -> bool:
+        """Wait for the next refresh attempt to finish; False on timeout."""
+        event = self._updated
+        if timeout_s is None:
+            await event.wait()
+            return True
+        with trio.move_on_after(timeout_s):
+            await event.wait()
+            return True
+        return False
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Background refresher: on request (at most once per backoff) and at max age."""
+        task_status.started()
+        while True:
+            now = _now_ms()
+            if self._update_requested:
+                wake_at = max(self.last_attempt_ms + self.retry_backoff_ms, now)
+            else:
+                wake_at = self.last_refresh_ms + self.max_age_ms
+            if wake_at > now:
+                self._wanted = trio.Event()
+                if self._update_requested:  # requested while we computed: just back off
+                    await trio.sleep((wake_at - now) / 1000)
+                else:
+                    with trio.move_on_after((wake_at - now) / 1000):
+                        await self._wanted.wait()
+                continue
+            try:
+                await self.refresh()
+            except NoBrokersAvailableError as exc:
+                log.warning("%s", exc)
+
+    # --- lookups that can wait -------------------------------------------------------
+
+    async def partitions_or_error(self, topic: str, timeout_s: float | None = None) -> list[int]:
+        """Partition numbers of `topic`, refreshing as needed.
+
+        Raises `UnknownTopicError` when fresh views keep saying the topic does not exist
+        for `UNKNOWN_TOPIC_GRACE_MS` (a topic created a moment ago may not have reached
+        every broker's cache yet), `NoBrokersAvailableError` when no broker answers,
+        `trio.TooSlowError` if the topic has no partitions within `timeout_s`.
+        """
+        self.add_topics(topic)
+        deadline = math.inf if timeout_s is None else trio.current_time() + timeout_s
+        first_unknown_ms: float | None = None
+        with trio.fail_at(deadline):
+            while True:
+                parts = self.cluster.partitions_for(topic)
+                if parts is not None and not self._update_requested:
+                    return parts
+                await self.refresh()
+                parts = self.cluster.partitions_for(topic)
+                if parts is not None:
+                    return parts
+                if self.cluster.topic_error(topic) in _NO_SUCH_TOPIC:
+                    now = _now_ms()
+                    first_unknown_ms = now if first_unknown_ms is None else first_unknown_ms
+                    if now - first_unknown_ms >= UNKNOWN_TOPIC_GRACE_MS:
+                        raise UnknownTopicError(topic)
+                await trio.sleep(self.retry_backoff_ms / 1000)
+                self.request_update()
+
+
+_NO_SUCH_TOPIC = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION)
+# How long fresh metadata must keep calling a topic unknown before we believe it: a topic
+# created a moment ago reaches every broker's cache through UpdateMetadata, which may
+# lag the CreateTopics answer by a few milliseconds.
+UNKNOWN_TOPIC_GRACE_MS = 500
+
+
+def _now_ms() -> float:
+    return trio.current_time() * 1000
