@@ -16,10 +16,11 @@ from broker.core.replica_manager import ReplicationConfig
 from client.properties import (
     REQUIRED,
     ConfigDef,
+    ConfigError,
     ConfigKey,
     at_least,
     one_of,
-    parse_listener,
+    parse_listeners,
     read_properties,
 )
 
@@ -29,10 +30,20 @@ LONG_MAX = 2**63 - 1
 BROKER_CONFIG = ConfigDef(
     [
         ConfigKey("broker.id", "int", REQUIRED, "this broker's id", at_least(0)),
-        ConfigKey("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "address to bind"),
+        ConfigKey("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "NAME://host:port,... to bind"),
         ConfigKey(
-            "advertised.listeners", "str", "", "address clients should use (default: listeners)"
+            "advertised.listeners",
+            "str",
+            "",
+            "NAME://host:port,... clients should use (default: listeners)",
         ),
+        ConfigKey(
+            "inter.broker.listener.name",
+            "str",
+            "",
+            "listener brokers use among themselves (default: the first)",
+        ),
+        ConfigKey("listener.security.protocol.map", "str", "", "accepted for Kafka compatibility"),
         ConfigKey("broker.rack", "str", "", "rack id (informational)"),
         ConfigKey("log.dirs", "str", "/tmp/tributary-logs", "the log directory"),
         ConfigKey("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string"),
@@ -125,11 +136,28 @@ BROKER_CONFIG = ConfigDef(
 class BrokerConfig:
     def __init__(self, values: Mapping[str, Any]):
         self.values = BROKER_CONFIG.parse(values)
-        self.bind_host, self.bind_port = parse_listener(self.values["listeners"])
-        advertised = self.values["advertised.listeners"] or self.values["listeners"]
-        self.advertised_host, self.advertised_port = parse_listener(advertised)
-        if self.advertised_host in ("0.0.0.0", "", "::"):
-            self.advertised_host = "127.0.0.1"
+        # name -> (host, port) to bind, and name -> (host, port) to advertise.
+        self.listeners = {n: (h, p) for n, h, p in parse_listeners(self.values["listeners"])}
+        if not self.listeners:
+            raise ConfigError("listeners: at least one listener is required")
+        advertised = parse_listeners(self.values["advertised.listeners"])
+        self.advertised = dict(self.listeners)
+        for name, host, port in advertised:
+            if name not in self.listeners:
+                raise ConfigError(f"advertised.listeners: {name} is not in listeners")
+            self.advertised[name] = (host, port)
+        for name, (host, port) in self.advertised.items():
+            if host in ("0.0.0.0", "", "::"):
+                self.advertised[name] = ("127.0.0.1", port)
+        self.inter_broker_listener = self.values["inter.broker.listener.name"].upper() or next(
+            iter(self.listeners)
+        )
+        if self.inter_broker_listener not in self.listeners:
+            raise ConfigError(
+                f"inter.broker.listener.name: {self.inter_broker_listener} is not in listeners"
+            )
+        self.bind_host, self.bind_port = self.listeners[self.inter_broker_listener]
+        self.advertised_host, self.advertised_port = self.advertised[self.inter_broker_listener]
 
     @classmethod
     def load(

@@ -42,7 +42,6 @@ class RequestHandlers:
         self.cache = server.metadata_cache
         self._dispatch = {
             ApiKey.API_VERSIONS: self.api_versions,
-            ApiKey.METADATA: self.metadata,
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
@@ -58,7 +57,10 @@ class RequestHandlers:
             ApiKey.LIST_PARTITION_REASSIGNMENTS: server.admin.list_partition_reassignments,
         }
 
-    async def handle(self, header: RequestHeader, request: Any) -> Any:
+    async def handle(self, header: RequestHeader, request: Any, listener: str | None = None) -> Any:
+        """Serve one request that arrived through `listener` (None: any/unknown)."""
+        if header.api_key == ApiKey.METADATA:
+            return await self.metadata(request, listener)
         handler = self._dispatch.get(header.api_key)
         if handler is None:
             return error_answer(
@@ -71,7 +73,9 @@ class RequestHandlers:
     async def api_versions(self, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
         return m.api_versions_response()
 
-    async def metadata(self, request: m.MetadataRequest) -> m.MetadataResponse:
+    async def metadata(
+        self, request: m.MetadataRequest, listener: str | None = None
+    ) -> m.MetadataResponse:
         cache = self.cache
         names = cache.topic_names() if request.topics is None else list(request.topics)
         topics = []
@@ -112,7 +116,12 @@ class RequestHandlers:
             )
         return m.MetadataResponse(
             brokers=[
-                m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                m.MetadataResponseBroker(
+                    node_id=b.broker_id,
+                    host=b.address_for(listener)[0],
+                    port=b.address_for(listener)[1],
+                    rack=b.rack,
+                )
                 for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
             ],
             cluster_id=self.server.cluster_id,
@@ -331,7 +340,16 @@ class RequestHandlers:
         fenced = self._fence(request.controller_epoch, request.broker_epoch)
         if fenced is not ErrorCode.NONE or request.controller_epoch < self.cache.controller_epoch:
             return m.UpdateMetadataResponse(error_code=fenced or ErrorCode.STALE_CONTROLLER_EPOCH)
-        brokers = [BrokerEndpoint(b.id, b.host, b.port, b.rack) for b in request.live_brokers]
+        brokers = [
+            BrokerEndpoint(
+                b.id,
+                b.host,
+                b.port,
+                b.rack,
+                tuple((e.listener, e.host, e.port) for e in b.endpoints),
+            )
+            for b in request.live_brokers
+        ]
         partitions = [
             (
                 TopicPartition(s.topic, s.partition),

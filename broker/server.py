@@ -90,7 +90,8 @@ class BrokerServer:
         self.now_ms = clock or wall_clock_ms
         self.cluster_id: str | None = None
         self.broker_epoch = -1
-        self.port: int | None = None
+        self.port: int | None = None  # the inter-broker listener's bound port
+        self.bound_ports: dict[str, int] = {}
         self.metrics_port: int | None = None
         self.metadata_cache = MetadataCache()
         self.endpoints: dict[int, BrokerEndpoint] = {}
@@ -192,10 +193,11 @@ class BrokerServer:
             self._open_storage()
             await self.zk.ensure_paths(zkdata.PERSISTENT_PATHS)
             await self._ensure_cluster_id()
-            listeners = await trio.open_tcp_listeners(
-                self.config.bind_port, host=self.config.bind_host
-            )
-            self.port = listeners[0].socket.getsockname()[1]
+            listeners = {}
+            for name, (host, port) in self.config.listeners.items():
+                listeners[name] = await trio.open_tcp_listeners(port, host=host)
+                self.bound_ports[name] = listeners[name][0].socket.getsockname()[1]
+            self.port = self.bound_ports[self.config.inter_broker_listener]
             async with trio.open_nursery() as nursery:
                 if self.config["metrics.port"] >= 0:
                     self.metrics_port = await nursery.start(
@@ -221,12 +223,13 @@ class BrokerServer:
                 ):
                     nursery.start_soon(task)
                 log.info(
-                    "broker %d serving on %s:%d (advertised %s:%d), log dir %s",
+                    "broker %d serving %s, log dir %s",
                     self.broker_id,
-                    self.config.bind_host,
-                    self.port,
-                    self.config.advertised_host,
-                    self.advertised_port,
+                    ", ".join(
+                        f"{name} on {self.config.listeners[name][0]}:{port} (advertised "
+                        f"{self.advertised_endpoint(name)[0]}:{self.advertised_endpoint(name)[1]})"
+                        for name, port in self.bound_ports.items()
+                    ),
                     self.config.log_dir,
                 )
                 task_status.started(self.port)
@@ -241,9 +244,14 @@ class BrokerServer:
                 self.stopped.set()
                 log.info("broker %d stopped", self.broker_id)
 
+    def advertised_endpoint(self, listener: str) -> tuple[str, int]:
+        """(host, port) advertised for `listener`; port 0 means the one we bound."""
+        host, port = self.config.advertised[listener]
+        return host, port or self.bound_ports.get(listener, 0)
+
     @property
     def advertised_port(self) -> int:
-        return self.config.advertised_port or self.port
+        return self.advertised_endpoint(self.config.inter_broker_listener)[1]
 
     def _close_storage(self) -> None:
         if self.replica_manager is not None:
@@ -259,25 +267,33 @@ class BrokerServer:
         if self.events is not None:
             self.events.close()
 
-    async def _serve(self, listeners, scope: trio.CancelScope) -> None:
+    async def _serve(self, listeners: dict, scope: trio.CancelScope) -> None:
         limit = trio.CapacityLimiter(self.config["max.connections"])
 
-        async def handle(stream: trio.SocketStream) -> None:
-            try:
-                stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
-            async with limit:
-                await serve_connection(
-                    stream,
-                    self.handlers.handle,
-                    max_frame_bytes=self.config["socket.request.max.bytes"],
-                    max_queued=self.config["queued.max.requests.per.connection"],
-                    observe=self.request_observer,
-                )
+        def connection_handler(listener: str):
+            async def handle_request(header, request):
+                return await self.handlers.handle(header, request, listener)
+
+            async def handle(stream: trio.SocketStream) -> None:
+                try:
+                    stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError:
+                    pass
+                async with limit:
+                    await serve_connection(
+                        stream,
+                        handle_request,
+                        max_frame_bytes=self.config["socket.request.max.bytes"],
+                        max_queued=self.config["queued.max.requests.per.connection"],
+                        observe=self.request_observer,
+                    )
+
+            return handle
 
         with scope:
-            await trio.serve_listeners(handle, listeners)
+            async with trio.open_nursery() as nursery:
+                for name, sockets in listeners.items():
+                    nursery.start_soon(trio.serve_listeners, connection_handler(name), sockets)
 
     async def _ensure_cluster_id(self) -> None:
         existing = await self.zk.get_or_none(zkdata.CLUSTER_ID)
@@ -304,6 +320,9 @@ class BrokerServer:
             rack=self.config["broker.rack"] or None,
             timestamp_ms=wall_clock_ms(),
             metrics_port=self.metrics_port,
+            endpoints=tuple(
+                (name, *self.advertised_endpoint(name)) for name in self.config.listeners
+            ),
         )
         path = zkdata.broker_path(self.broker_id)
         deadline = trio.current_time() + self.config["zookeeper.session.timeout.ms"] / 1000 + 5

@@ -167,3 +167,21 @@ def parse_listener(text: str) -> tuple[str, int]:
     if not 0 <= number <= 65535:
         raise ConfigError(f"port out of range in {text!r}")
     return host or "0.0.0.0", number
+
+
+def parse_listeners(text: str, default_name: str = "PLAINTEXT") -> list[tuple[str, str, int]]:
+    """`NAME://host:port,NAME2://host:port` -> [(name, host, port)] (Kafka's listeners)."""
+    listeners = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name = item.split("://", 1)[0].upper() if "://" in item else default_name
+        if not name.replace("_", "").isalnum():
+            raise ConfigError(f"bad listener name in {item!r}")
+        host, port = parse_listener(item)
+        listeners.append((name, host, port))
+    names = [n for n, _, _ in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"listener names must be unique: {text!r}")
+    return listeners

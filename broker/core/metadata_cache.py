@@ -17,10 +17,20 @@ from client.protocol.zkdata import LEADER_DURING_DELETE
 
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
+    """A live broker: host/port of its inter-broker listener, plus every listener."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def address_for(self, listener: str | None) -> tuple[str, int]:
+        """The address a client that came in through `listener` should use."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 @dataclass(frozen=True, slots=True)

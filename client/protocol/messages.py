@@ -328,11 +328,20 @@ class UpdateMetadataPartitionState:
 
 
 @struct
-class UpdateMetadataBroker:
-    id: int
+class UpdateMetadataEndpoint:
+    listener: str
     host: str
     port: int
+
+
+@struct
+class UpdateMetadataBroker:
+    id: int
+    host: str  # the inter-broker listener's address
+    port: int
     rack: str | None = None
+    # Every advertised listener; a broker answers Metadata with the one the client used.
+    endpoints: list[UpdateMetadataEndpoint] = empty_list()
 
 
 @struct

@@ -109,6 +109,9 @@ def delete_topic_path(topic: str) -> str:
 # -- /brokers/ids/<id> -----------------------------------------------------------------
 @dataclass(frozen=True)
 class BrokerRegistration:
+    """`host`/`port` are the inter-broker listener's; `endpoints` every advertised
+    listener as (name, host, port) (empty means just PLAINTEXT at host:port)."""
+
     broker_id: int
     host: str
     port: int
@@ -117,15 +120,19 @@ class BrokerRegistration:
     metrics_port: int | None = None
     # The znode's creation transaction id: Kafka's "broker epoch" (KIP-380).
     broker_epoch: int = -1
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def all_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        return self.endpoints or (("PLAINTEXT", self.host, self.port),)
 
     def encode(self) -> bytes:
-        endpoint = f"PLAINTEXT://{self.host}:{self.port}"
+        endpoints = self.all_endpoints()
         body = {
             "version": 5,
             "host": self.host,
             "port": self.port,
-            "endpoints": [endpoint],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"{name}://{host}:{port}" for name, host, port in endpoints],
+            "listener_security_protocol_map": {name: "PLAINTEXT" for name, _, _ in endpoints},
             "jmx_port": -1,
             "rack": self.rack,
             "timestamp": str(self.timestamp_ms),
@@ -147,6 +154,14 @@ class BrokerRegistration:
             timestamp = int(obj.get("timestamp", 0))
         except (TypeError, ValueError):
             timestamp = 0
+        endpoints = []
+        for entry in obj.get("endpoints") or []:
+            if not isinstance(entry, str) or "://" not in entry:
+                continue
+            name, _, address = entry.partition("://")
+            ep_host, _, ep_port = address.rpartition(":")
+            if ep_port.isdigit():
+                endpoints.append((name, ep_host, int(ep_port)))
         return cls(
             broker_id=broker_id,
             host=host,
@@ -155,6 +170,7 @@ class BrokerRegistration:
             timestamp_ms=timestamp,
             metrics_port=metrics_port if isinstance(metrics_port, int) else None,
             broker_epoch=czxid,
+            endpoints=tuple(endpoints),
         )
 
 

@@ -415,7 +415,7 @@ class LogSegment:
         for position, header in self._iter_headers(index_position):
             if header.base_offset + header.last_offset_delta < from_offset:
                 continue
-            if header.max_timestamp <= timestamp:
+            if header.max_timestamp < timestamp:
                 continue
             try:
                 records = decode_records(self.pread(header.size, position))
