@@ -174,7 +174,8 @@ class MetricsRegistry:
 
     def snapshot(self) -> dict:
         """A JSON-friendly view: counters and gauges by name (labelled ones as lists), and
-        p50/p99/count per labelled histogram series."""
+        per histogram series: count, sum, p50/p99 and the bucket counts (not cumulative
+        across buckets; cumulative over time)."""
         out: dict = {}
         for metric in self.metrics.values():
             short = metric.name.removeprefix(self.prefix + "_")
@@ -186,13 +187,18 @@ class MetricsRegistry:
                 series = []
                 for labels in metric.series:
                     d = dict(labels)
+                    counts = metric.series[labels]
                     series.append(
                         {
                             **d,
-                            "count": metric.series[labels][-1],
-                            "sum": metric.series[labels][-2],
+                            "count": counts[-1],
+                            "sum": counts[-2],
                             "p50": metric.quantile(0.5, d),
                             "p99": metric.quantile(0.99, d),
+                            # Cumulative per-bucket counts (upper bounds in "le"): readers
+                            # take differences between snapshots for per-interval quantiles.
+                            "le": list(metric.buckets),
+                            "buckets": list(counts[: len(metric.buckets)]),
                         }
                     )
                 out[short] = series

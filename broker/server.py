@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import signal
 import socket
 import time
@@ -193,6 +194,7 @@ class BrokerServer:
             self._open_storage()
             await self.zk.ensure_paths(zkdata.PERSISTENT_PATHS)
             await self._ensure_cluster_id()
+            self._write_meta_properties()
             listeners = {}
             for name, (host, port) in self.config.listeners.items():
                 listeners[name] = await trio.open_tcp_listeners(port, host=host)
@@ -310,6 +312,17 @@ class BrokerServer:
             self.cluster_id = json.loads(existing[0])["id"] if existing else None
         except (ValueError, KeyError, TypeError):
             self.cluster_id = None
+
+    def _write_meta_properties(self) -> None:
+        """Kafka's meta.properties: which broker and cluster this log dir belongs to
+        (offline readers such as the Spark job use it to name the replica)."""
+        path = self.config.log_dir / "meta.properties"
+        lines = ["version=0", f"broker.id={self.broker_id}"]
+        if self.cluster_id:
+            lines.append(f"cluster.id={self.cluster_id}")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, path)
 
     # -- registration --------------------------------------------------------------
     async def _register(self) -> None:
