@@ -14,7 +14,7 @@ wheel, since the Trio core is single-threaded):
   tried. A completed operation is removed from *every* watch list at once (Kafka needed
   a reaper thread for this; we keep the back-references instead), so nothing leaks.
 - Expiry uses one binary heap of (deadline, sequence, op) with lazy deletion: completed
-  operations stay in the heap until popped, and the heap is rebuilt when more than half
+  operations stay in the heap until popped, and the heap is rebuilt when at least half
   of it is dead. `expire_due(now_ms)` pops what is due; `next_deadline_ms()` tells the
   shell when to wake up next. No task sleeps per request.
 
@@ -132,6 +132,7 @@ class Purgatory:
                 continue
             self._finish(op, now_ms, expired=True, popped=True)
             expired += 1
+        self._maybe_purge_heap()
         return expired
 
     def force_complete_all(self, now_ms: int) -> int:
@@ -179,9 +180,10 @@ class Purgatory:
             self._dead_in_heap -= 1
 
     def _maybe_purge_heap(self) -> None:
-        if self._dead_in_heap >= self._MIN_DEAD_FOR_PURGE and self._dead_in_heap * 2 > len(
-            self._heap
-        ):
+        # Purge once the dead are at least as many as the living: amortized O(1) per
+        # completion, and completed operations (with their callbacks) are released.
+        dead = self._dead_in_heap
+        if dead >= self._MIN_DEAD_FOR_PURGE and dead * 2 >= len(self._heap):
             self._heap = [entry for entry in self._heap if not entry[2].completed]
             heapq.heapify(self._heap)
             self._dead_in_heap = 0

@@ -242,3 +242,35 @@ def test_corrupt_batch_is_rejected_and_nothing_is_written(leader):
     )
     assert results[0][TP].error_code == ErrorCode.CORRUPT_MESSAGE
     assert leader.get_partition(TP).log_end_offset == 0
+
+
+def test_restart_starts_from_the_checkpointed_high_watermark(tmp_path):
+    config = LogConfig(min_insync_replicas=1)
+
+    def start():
+        manager = LogManager.open(tmp_path / "b1", config, now_ms=T0)
+        rm = ReplicaManager(
+            1, manager, ReplicationConfig(), log_config_for=lambda t: config, now_ms=T0
+        )
+        state = PartitionStateUpdate("orders", 0, 1, 1, 0, (1, 2), 0, (1, 2))
+        rm.become_leader_or_follower(T0, 1, [state])
+        return manager, rm
+
+    manager, rm = start()
+    produce(rm, T0, b"a", b"b", b"c", acks=1)
+    follower_fetch(rm, 2, 3, T0 + 1)
+    assert rm.get_partition(TP).high_watermark == 3
+    rm.checkpoint_high_watermarks()
+    produce(rm, T0 + 2, b"d", acks=1)  # appended; broker 2 never fetches it
+    rm.shutdown(T0 + 3)
+    manager.close()
+
+    manager, rm = start()
+    partition = rm.get_partition(TP)
+    assert partition.log_end_offset == 4
+    assert partition.high_watermark == 3  # not the LEO: "d" was never committed
+    manager.close()
+    (tmp_path / "b1" / "replication-offset-checkpoint").write_text("0\n1\norders 0 2\n")
+    manager, rm = start()
+    assert rm.get_partition(TP).high_watermark == 2  # exactly what the checkpoint says
+    manager.close()
