@@ -102,8 +102,23 @@ def empty_list() -> Any:
 
 
 def struct(cls: type[T]) -> type[T]:
-    """Make `cls` a frozen, slotted, keyword-only dataclass with a wire schema."""
+    """Make `cls` a frozen, slotted, keyword-only dataclass with a wire schema.
+
+    The schema (field types, compiled decoder and encoder) is built on first use, not at
+    import: the CLI imports every message class and should start fast.
+    """
     data_cls = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
+    setattr(data_cls, _SCHEMA_ATTR, None)  # built lazily by schema_of()
+
+    def encode_first_time(obj: Any) -> dict[str, Any]:
+        schema_of(data_cls)  # compiles and installs the real encoder
+        return data_cls.__wire_encode__(obj)  # type: ignore[attr-defined]
+
+    data_cls.__wire_encode__ = encode_first_time  # type: ignore[attr-defined]
+    return data_cls
+
+
+def _build_schema(data_cls: type) -> StructSchema:
     hints = typing.get_type_hints(data_cls)
     data_fields = dataclasses.fields(data_cls)
     fields = tuple(
@@ -118,9 +133,10 @@ def struct(cls: type[T]) -> type[T]:
         for field in data_fields
     )
     decode = _compile_struct_decoder(data_cls, fields, data_fields)
-    setattr(data_cls, _SCHEMA_ATTR, StructSchema(data_cls, fields, decode))
+    schema = StructSchema(data_cls, fields, decode)
+    setattr(data_cls, _SCHEMA_ATTR, schema)
     data_cls.__wire_encode__ = _compile_struct_encoder(data_cls, fields)  # type: ignore[attr-defined]
-    return data_cls
+    return schema
 
 
 def is_struct(cls: object) -> bool:
@@ -129,9 +145,12 @@ def is_struct(cls: object) -> bool:
 
 def schema_of(cls: type) -> StructSchema:
     try:
-        return cls.__dict__[_SCHEMA_ATTR]
+        schema = cls.__dict__[_SCHEMA_ATTR]
     except (KeyError, AttributeError):
         raise TypeError(f"{cls!r} is not a @struct class") from None
+    if schema is None:
+        schema = _build_schema(cls)
+    return schema
 
 
 def decode_struct(cls: type[T], value: Any) -> T:

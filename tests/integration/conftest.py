@@ -1,0 +1,45 @@
+"""Real-process clusters for integration tests, started through the same launcher users
+run (`LocalCluster`), on free ports, each in its own temp dir, and always stopped by pid.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from client.cluster.launcher import LocalCluster
+
+# Faster than the local cluster's defaults: tests wait for these to elapse.
+TEST_BROKER_SETTINGS = {
+    "zookeeper.session.timeout.ms": 4000,
+    "replica.lag.time.max.ms": 3000,
+    "isr.change.propagation.blackout.ms": 200,
+    "isr.change.propagation.interval.ms": 2000,
+    "controlled.shutdown.retry.backoff.ms": 500,
+    "replica.fetch.backoff.ms": 200,
+}
+TEST_CONTROLLER_SETTINGS = {
+    "zookeeper.session.timeout.ms": 4000,
+}
+
+
+@pytest.fixture
+def start_cluster(tmp_path_factory):
+    """`start_cluster(brokers=3, controllers=1, **broker_overrides) -> LocalCluster`."""
+    started: list[LocalCluster] = []
+
+    def start(brokers: int = 3, controllers: int = 1, controller_overrides=None, **overrides):
+        cluster = LocalCluster(
+            tmp_path_factory.mktemp("cluster"),
+            brokers=brokers,
+            controllers=controllers,
+            base_port=None,
+            broker_overrides={**TEST_BROKER_SETTINGS, **overrides},
+            controller_overrides={**TEST_CONTROLLER_SETTINGS, **(controller_overrides or {})},
+        )
+        started.append(cluster)
+        cluster.up(timeout_s=60)
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.down(timeout_s=20)

@@ -1,0 +1,256 @@
+"""docker-compose.yml runs the same cluster as `tributary cluster up`.
+
+No Docker engine is needed (or used): `docker-compose config -q` validates the file
+offline, and `docker-compose config` prints it normalized (anchors merged, defaults
+filled in), which is then parsed as YAML. Compose v1 has no JSON output; PyYAML is not a
+project dependency, but docker-compose v1 is itself a Python program built on PyYAML,
+so the interpreter that runs it can always parse its output. Skipped, with the reason,
+when docker-compose is not installed.
+
+Checked against the launcher (client/cluster/launcher.py): the broker and controller
+counts and ids, one volume per broker for its log dir, every server waiting for a
+healthy ZooKeeper, the brokers' published ports, the small timeouts
+(LOCAL_BROKER_SETTINGS / LOCAL_CONTROLLER_SETTINGS), and that every server's command
+line is one `tributary` accepts (parsed by the real CLI and config classes).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from client.cli import build_parser
+from client.cluster.launcher import (
+    CONTROLLER_ID_BASE,
+    LOCAL_BROKER_SETTINGS,
+    LOCAL_CONTROLLER_SETTINGS,
+)
+from client.properties import parse_overrides
+from controller.config import ControllerConfig
+
+pytestmark = pytest.mark.integration  # runs docker-compose (no engine)
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+TO_JSON = "import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)"
+
+
+def _compose_command() -> list[str]:
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        pytest.skip("docker-compose is not installed (make setup installs Debian's package)")
+    return [exe, "-f", str(COMPOSE_FILE)]
+
+
+def _yaml_parser() -> list[str]:
+    """An interpreter that can `import yaml`: ours if it can, else docker-compose's own."""
+    candidates = [[sys.executable]]
+    exe = shutil.which("docker-compose")
+    with open(exe, "rb") as f:
+        first = f.readline().decode(errors="replace").strip()
+    if first.startswith("#!"):
+        candidates.append(first[2:].split())
+    for interpreter in candidates:
+        probe = subprocess.run([*interpreter, "-c", "import yaml"], capture_output=True)
+        if probe.returncode == 0:
+            return interpreter
+    pytest.skip("no interpreter with PyYAML to read docker-compose's output")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    command = _compose_command()
+    check = subprocess.run(
+        [*command, "config", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert check.returncode == 0, f"docker-compose.yml is invalid:\n{check.stderr}"
+    normalized = subprocess.run(
+        [*command, "config"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    parsed = subprocess.run(
+        [*_yaml_parser(), "-c", TO_JSON],
+        input=normalized,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(parsed.stdout)
+
+
+def _launcher_defaults():
+    """What `tributary cluster up` (and so `make run`) starts by default."""
+    return build_parser().parse_args(["cluster", "up"])
+
+
+def _servers(compose: dict, role: str) -> dict[str, dict]:
+    return {
+        name: service
+        for name, service in compose["services"].items()
+        if service.get("command", [None])[0] == role
+    }
+
+
+def _parsed_command(service: dict):
+    """The service's command as `tributary` parses it (the image's entrypoint)."""
+    return build_parser().parse_args(service["command"])
+
+
+def _broker_config(service: dict) -> BrokerConfig:
+    args = _parsed_command(service)
+    assert args.config is None, "compose passes every setting with --override"
+    return BrokerConfig.load(None, parse_overrides(args.override))
+
+
+def _controller_config(service: dict) -> ControllerConfig:
+    args = _parsed_command(service)
+    return ControllerConfig.load(None, parse_overrides(args.override))
+
+
+def _published(service: dict) -> dict[int, int]:
+    """container port -> host port."""
+    ports = {}
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):
+            ports[int(entry["target"])] = int(entry["published"])
+        else:  # "HOST:CONTAINER"
+            host, _, container = str(entry).rpartition(":")
+            ports[int(container)] = int(host.rpartition(":")[2])
+    return ports
+
+
+# -- shape --------------------------------------------------------------------------------
+def test_same_brokers_and_controllers_as_the_launcher(compose):
+    defaults = _launcher_defaults()
+    brokers = _servers(compose, "broker")
+    controllers = _servers(compose, "controller")
+    assert len(brokers) == defaults.brokers == 3
+    assert len(controllers) == defaults.controllers == 2
+    broker_ids = {name: _broker_config(s).broker_id for name, s in brokers.items()}
+    assert broker_ids == {f"broker-{b}": b for b in range(1, defaults.brokers + 1)}
+    controller_ids = sorted(
+        _controller_config(s).values["controller.id"] for s in controllers.values()
+    )
+    assert controller_ids == [CONTROLLER_ID_BASE + i for i in range(1, defaults.controllers + 1)]
+
+
+def test_zookeeper_is_the_official_image_with_a_ruok_healthcheck(compose):
+    zk = compose["services"]["zookeeper"]
+    assert zk["image"].startswith("zookeeper:3.8")
+    assert "ruok" in zk["environment"]["ZOO_4LW_COMMANDS_WHITELIST"].split(",")
+    assert "ruok" in " ".join(zk["healthcheck"]["test"])
+    assert _published(zk) == {2181: 2181}  # `cluster watch --zookeeper localhost:2181`
+
+
+def test_every_server_waits_for_a_healthy_zookeeper_and_has_a_healthcheck(compose):
+    servers = {**_servers(compose, "broker"), **_servers(compose, "controller")}
+    for name, service in servers.items():
+        assert service["depends_on"]["zookeeper"]["condition"] == "service_healthy", name
+        assert service["healthcheck"]["test"], name
+        assert service["build"]["target"] == "runtime", name
+        zk = (_broker_config if name.startswith("broker") else _controller_config)(service)
+        assert zk.values["zookeeper.connect"] == "zookeeper:2181", name
+
+
+def test_each_broker_keeps_its_log_in_its_own_volume(compose):
+    volumes_seen = set()
+    for name, service in _servers(compose, "broker").items():
+        log_dir = str(_broker_config(service).log_dir)
+        mounts = [v for v in service["volumes"] if v.split(":")[1] == log_dir]
+        assert len(mounts) == 1, f"{name} has no volume at its log dir {log_dir}"
+        volume = mounts[0].split(":")[0]
+        assert volume in compose["volumes"], f"{name}: {volume} is not a named volume"
+        assert volume not in volumes_seen, f"{name} shares {volume}"
+        volumes_seen.add(volume)
+
+
+def test_brokers_advertise_internal_and_external_listeners_with_published_ports(compose):
+    base_port = _launcher_defaults().base_port
+    for name, service in _servers(compose, "broker").items():
+        config = _broker_config(service)
+        b = config.broker_id
+        assert config.inter_broker_listener == "INTERNAL"
+        assert config.advertised["INTERNAL"][0] == name  # in-network clients and brokers
+        external_host, external_port = config.advertised["EXTERNAL"]
+        assert (external_host, external_port) == ("localhost", base_port + b - 1)
+        published = _published(service)
+        bound_external = config.listeners["EXTERNAL"][1]
+        # The host port leads to the EXTERNAL listener, and is the port advertised for it.
+        assert published[bound_external] == external_port
+        assert config.listeners["INTERNAL"][1] not in published  # inter-broker stays inside
+        # Metrics as the launcher numbers them (9191 + broker id).
+        assert published[config["metrics.port"]] == 9191 + b
+
+
+def test_broker_settings_are_the_launchers_small_timeouts(compose):
+    for name, service in _servers(compose, "broker").items():
+        config = _broker_config(service)
+        for key, expected in LOCAL_BROKER_SETTINGS.items():
+            assert config[key] == expected, f"{name}: {key}={config[key]}, launcher: {expected}"
+
+
+def test_controller_settings_are_the_launchers(compose):
+    for name, service in _servers(compose, "controller").items():
+        config = _controller_config(service)
+        for key, expected in LOCAL_CONTROLLER_SETTINGS.items():
+            assert config.values[key] == expected, f"{name}: {key}"
+        assert config.advertised_host == name
+
+
+def _volume_at(service: dict, path: str) -> str | None:
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if target == path:
+            return source
+    return None
+
+
+def test_analytics_is_opt_in_and_reads_every_servers_volume_read_only(compose):
+    analytics = compose["services"]["analytics"]
+    assert analytics["profiles"] == ["analytics"]
+    assert analytics["command"][:1] == ["analytics"]
+    assert analytics["build"]["target"] == "analytics"
+    args = analytics["command"]
+    data_dir = args[args.index("--data") + 1]
+    # The brokers' logs and the controllers' events, where the launcher lays them out
+    # (<cluster dir>/broker-N/data, <cluster dir>/controller-100N/data).
+    expected = {}
+    for service in _servers(compose, "broker").values():
+        config = _broker_config(service)
+        volume = _volume_at(service, str(config.log_dir))
+        expected[volume] = f"{data_dir}/broker-{config.broker_id}/data"
+    for name, service in _servers(compose, "controller").items():
+        config = _controller_config(service)
+        volume = _volume_at(service, config.values["log.dir"])
+        assert volume is not None, f"{name} keeps its events in no volume"
+        expected[volume] = f"{data_dir}/controller-{config.values['controller.id']}/data"
+    mounted = {v.split(":")[0]: v.split(":")[1:] for v in analytics["volumes"]}
+    for volume, path in expected.items():
+        assert mounted.get(volume) == [path, "ro"], f"{volume} should be at {path}, read-only"
+
+
+# -- the image ----------------------------------------------------------------------------
+def test_dockerfile_installs_every_package_and_runs_tributary_unprivileged():
+    text = (ROOT / "Dockerfile").read_text()
+    lines = [line.strip() for line in text.splitlines()]
+    first_stage = next(line for line in lines if line.startswith("FROM "))
+    assert first_stage.startswith("FROM python:3.11-slim")
+    assert 'ENTRYPOINT ["tributary"]' in lines
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] != "root"
+    # Every top-level package setuptools installs is copied into the image.
+    import tomllib
+
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = include["packages"]["find"]["include"]
+    packages = [p.rstrip("*") for p in patterns]
+    for package in packages:
+        assert f"COPY {package} ./{package}" in lines, f"the Dockerfile does not copy {package}/"
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".tributary" in ignored and ".git" in ignored
