@@ -354,18 +354,27 @@ class AdminHandlers:
                 t.name == topic and partition in t.partition_indexes for t in request.topics
             ):
                 continue
-            assignment = await self.zk.get_or_none(zkdata.topic_path(topic))
-            current: tuple[int, ...] = ()
-            if assignment is not None:
-                current = zkdata.TopicAssignment.decode(topic, assignment[0]).partitions.get(
-                    partition, ()
-                )
+            data = await self.zk.get_or_none(zkdata.topic_path(topic))
+            if data is None:
+                continue
+            assignment = zkdata.TopicAssignment.decode(topic, data[0])
+            # While moving, the topic znode holds the full set (target plus replicas being
+            # removed) with adding/removing lists, as Kafka 2.4+ writes it.
+            current = assignment.partitions.get(partition, ())
+            adding = assignment.adding_replicas.get(partition)
+            removing = assignment.removing_replicas.get(partition)
             topics.setdefault(topic, []).append(
                 m.ListPartitionReassignmentsResponsePartition(
                     partition_index=partition,
-                    replicas=list(dict.fromkeys(list(target) + list(current))),
-                    adding_replicas=[r for r in target if r not in current],
-                    removing_replicas=[r for r in current if r not in target],
+                    replicas=list(dict.fromkeys(list(current) + list(target))),
+                    adding_replicas=list(
+                        adding if adding is not None else [r for r in target if r not in current]
+                    ),
+                    removing_replicas=list(
+                        removing
+                        if removing is not None
+                        else [r for r in current if r not in target]
+                    ),
                 )
             )
         return m.ListPartitionReassignmentsResponse(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 import trio
@@ -36,6 +37,11 @@ def run(args: argparse.Namespace) -> int:
         trio.run(run_controller, config)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # e.g. ZooKeeper unreachable at start: one line, not a trace
+        while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        logging.getLogger("controller").error("controller stopped: %r", exc)
+        return 1
     return 0
 
 

@@ -85,8 +85,8 @@ class ControllerChannelManager:
         )
 
     def remove_broker(self, broker_id: int) -> None:
-        """Stop sending to `broker_id`; queued requests are dropped (their callbacks get
-        None)."""
+        """Stop sending to `broker_id`; queued requests are dropped: their callbacks get
+        None now, the one being delivered gets None as its sender unwinds."""
         sender = self._senders.pop(broker_id, None)
         if sender is None:
             return

@@ -225,8 +225,7 @@ class ZkStore:
             data = change.new.encode()
             if change.creates:
                 transactions.append([ZkOp.create(path, data)])
-            else:
-                assert change.old is not None
+            elif change.old is not None:
                 transactions.append([ZkOp.set(path, data, change.old.zk_version)])
         outcome = StateWriteResult()
         for change, (result,) in zip(changes, await self._commit(transactions), strict=True):
@@ -250,19 +249,21 @@ class ZkStore:
             if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
                 log.warning("could not create %s: %r", path, result)
 
+    async def _commit_one(self, op: ZkOp) -> object:
+        """One fenced op; its result (a value or the exception instance)."""
+        ((result,),) = await self._commit([[op]])
+        return result
+
     async def write_topic_assignment(self, assignment: TopicAssignment) -> None:
-        (result,) = (
-            await self._commit(
-                [[ZkOp.set(zkdata.topic_path(assignment.topic), assignment.encode())]]
-            )
-        )[0]
+        path = zkdata.topic_path(assignment.topic)
+        result = await self._commit_one(ZkOp.set(path, assignment.encode()))
         if isinstance(result, Exception):
             raise result
 
     async def set_or_delete(self, path: str, data: bytes | None) -> None:
         """Overwrite `path` with `data`, or delete it when `data` is None (absent: fine)."""
         op = ZkOp.delete(path) if data is None else ZkOp.set(path, data)
-        (result,) = (await self._commit([[op]]))[0]
+        result = await self._commit_one(op)
         if isinstance(result, Exception) and not isinstance(result, NoNodeError):
             raise result
 

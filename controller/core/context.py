@@ -42,6 +42,8 @@ class BrokerInfo:
     rack: str | None = None
     # The czxid of /brokers/ids/<id>: changes when the broker registers again (KIP-380).
     epoch: int = -1
+    # Every advertised listener (name, host, port); host/port above is the inter-broker one.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
     @classmethod
     def from_registration(cls, registration: BrokerRegistration) -> BrokerInfo:
@@ -51,6 +53,7 @@ class BrokerInfo:
             port=registration.port,
             rack=registration.rack,
             epoch=registration.broker_epoch,
+            endpoints=registration.endpoints,
         )
 
 

@@ -52,6 +52,9 @@ class RequestBatch:
         self._leader_and_isr: dict[int, dict[TopicPartition, bool]] = {}
         self._metadata: dict[int, set[TopicPartition] | _All] = {}
         self._stop: dict[int, dict[TopicPartition, bool]] = {}
+        # per build(): partition states shared by the requests that carry them
+        self._metadata_states: dict[TopicPartition, m.UpdateMetadataPartitionState | None] = {}
+        self._leader_states: dict[tuple[TopicPartition, bool], m.LeaderAndIsrPartitionState] = {}
 
     # -- adding -----------------------------------------------------------------------
     def add_leader_and_isr(
@@ -106,7 +109,13 @@ class RequestBatch:
 
     # -- building ---------------------------------------------------------------------
     def build(self) -> list[OutboundRequest]:
-        """The requests, per broker in order LeaderAndIsr, UpdateMetadata, StopReplica."""
+        """The requests, per broker in order LeaderAndIsr, UpdateMetadata, StopReplica.
+
+        A partition's state is built once and shared by every request carrying it (the
+        structs are immutable), which matters when every broker gets every partition.
+        """
+        self._metadata_states.clear()
+        self._leader_states.clear()
         out: list[OutboundRequest] = []
         brokers = sorted(set(self._leader_and_isr) | set(self._metadata) | set(self._stop))
         for broker in brokers:
@@ -128,9 +137,10 @@ class RequestBatch:
             state = ctx.states.get(tp)
             if state is None:
                 continue
-            moving = ctx.reassignments.get(tp)
-            states.append(
-                m.LeaderAndIsrPartitionState(
+            entry = self._leader_states.get((tp, is_new))
+            if entry is None:
+                moving = ctx.reassignments.get(tp)
+                entry = self._leader_states[(tp, is_new)] = m.LeaderAndIsrPartitionState(
                     topic=tp.topic,
                     partition=tp.partition,
                     controller_epoch=state.controller_epoch,
@@ -143,7 +153,7 @@ class RequestBatch:
                     removing_replicas=list(moving.removing) if moving else [],
                     is_new=is_new,
                 )
-            )
+            states.append(entry)
             leaders.add(state.leader)
         live_leaders = [
             m.LeaderAndIsrLiveLeader(broker_id=b.broker_id, host=b.host, port=b.port)
@@ -166,12 +176,26 @@ class RequestBatch:
             controller_id=ctx.controller_id,
             controller_epoch=ctx.epoch,
             broker_epoch=ctx.broker_epoch(broker),
-            partition_states=[s for tp in tps if (s := metadata_state(ctx, tp)) is not None],
+            partition_states=[s for tp in tps if (s := self._metadata_state(tp)) is not None],
             live_brokers=[
-                m.UpdateMetadataBroker(id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                m.UpdateMetadataBroker(
+                    id=b.broker_id,
+                    host=b.host,
+                    port=b.port,
+                    rack=b.rack,
+                    endpoints=[
+                        m.UpdateMetadataEndpoint(listener=name, host=host, port=port)
+                        for name, host, port in b.endpoints
+                    ],
+                )
                 for _, b in sorted(ctx.live_brokers.items())
             ],
         )
+
+    def _metadata_state(self, tp: TopicPartition) -> m.UpdateMetadataPartitionState | None:
+        if tp not in self._metadata_states:
+            self._metadata_states[tp] = metadata_state(self.ctx, tp)
+        return self._metadata_states[tp]
 
     def _stop_replica_request(self, broker: int) -> m.StopReplicaRequest:
         ctx = self.ctx
