@@ -309,6 +309,9 @@ class RequestHandlers:
             self.server.remember_endpoint(
                 BrokerEndpoint(leader.broker_id, leader.host, leader.port)
             )
+        # Topic configs (min.insync.replicas, retention...) must be known before the
+        # partitions' logs are created.
+        await self.server.load_topic_configs({s.topic for s in request.partition_states})
         states = [
             PartitionStateUpdate(
                 topic=s.topic,

@@ -1,0 +1,99 @@
+"""Small, explicit helpers for real-process tests: raw protocol calls (so a test sees the
+exact error codes), ZooKeeper reads, and polling with a deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import trio
+
+from client.cluster.inspect import read_cluster
+from client.cluster.launcher import LocalCluster
+from client.connection import open_connection
+from client.protocol import messages as m
+from client.protocol.errors import ErrorCode
+from client.protocol.records import Record, build_batch
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float, interval_s: float = 0.1):
+    """Poll until `predicate()` is truthy; returns its value, or raises with the elapsed time."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        time.sleep(interval_s)
+
+
+def partition_state(cluster: LocalCluster, topic: str, partition: int):
+    return read_cluster(cluster.state.zookeeper_connect).partition(topic, partition)
+
+
+def broker_port(cluster: LocalCluster, broker_id: int) -> int:
+    return cluster.process(f"broker-{broker_id}").port
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **config) -> None:
+    async def go():
+        port = cluster.state.brokers()[0].port
+        async with open_connection("127.0.0.1", port) as conn:
+            response = await conn.request(
+                m.CreateTopicsRequest(
+                    topics=[
+                        m.CreateTopicsTopic(
+                            name=name,
+                            num_partitions=partitions,
+                            replication_factor=rf,
+                            configs=[
+                                m.CreateTopicsConfig(name=k, value=str(v))
+                                for k, v in config.items()
+                            ],
+                        )
+                    ],
+                    timeout_ms=30_000,
+                ),
+                timeout_s=40,
+            )
+        result = response.topics[0]
+        assert result.error_code == ErrorCode.NONE, (result.error_code, result.error_message)
+
+    trio.run(go)
+
+
+def produce(
+    cluster: LocalCluster,
+    broker_id: int,
+    topic: str,
+    partition: int,
+    values: list[bytes],
+    *,
+    acks: int = -1,
+    timeout_ms: int = 10_000,
+) -> tuple[ErrorCode, int]:
+    """One Produce request straight to a broker: (error code, base offset)."""
+
+    async def go():
+        batch = build_batch(
+            [Record(key=None, value=v, timestamp_ms=int(time.time() * 1000)) for v in values]
+        )
+        async with open_connection("127.0.0.1", broker_port(cluster, broker_id)) as conn:
+            response = await conn.request(
+                m.ProduceRequest(
+                    acks=acks,
+                    timeout_ms=timeout_ms,
+                    topics=[
+                        m.ProduceTopic(
+                            name=topic,
+                            partitions=[m.ProducePartition(partition=partition, records=batch)],
+                        )
+                    ],
+                ),
+                timeout_s=timeout_ms / 1000 + 10,
+            )
+        part = response.topics[0].partitions[0]
+        return ErrorCode.from_code(part.error_code), part.base_offset
+
+    return trio.run(go)
