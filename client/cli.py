@@ -39,8 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap-server",
         metavar="HOST:PORT[,HOST:PORT]",
         default=None,
-        help="brokers to bootstrap from (default: the running local cluster, "
-        "else localhost:9092)",
+        help="brokers to bootstrap from (default: the running local cluster, else localhost:9092)",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
@@ -72,4 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m client.cli` runs this file as __main__, a second copy of the module:
+    # use the real one so that CliError raised by command modules is recognised.
+    from client.cli import main as real_main
+
+    sys.exit(real_main())

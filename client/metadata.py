@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -46,6 +47,30 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # request.timeout.ms
 
 class NoBrokersAvailableError(BrokerConnectionError):
     """No bootstrap or known broker answered a Metadata request."""
+
+    def __str__(self) -> str:
+        return self.message or "cannot reach any broker"
+
+
+def connection_failure_reason(error: BaseException) -> str:
+    """A short reason for a failed connection: the OS's words ("Connection refused")
+    when the error chain has them, else the error's own message."""
+    seen: list[BaseException] = []
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.append(current)
+        if isinstance(current, OSError) and current.strerror:
+            return current.strerror
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        if current.__cause__ is not None:
+            pending.append(current.__cause__)
+    if isinstance(error, TributaryError) and error.message:
+        return error.message
+    return str(error)
 
 
 class UnknownTopicError(TributaryError):
@@ -118,6 +143,9 @@ def format_addresses(addresses: Iterable[tuple[str, int]]) -> str:
     return ",".join(f"{host}:{port}" for host, port in addresses)
 
 
+_USABLE_TOPIC = (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+
+
 class ClusterView:
     """One Metadata response, indexed for lookups. Immutable once built."""
 
@@ -133,6 +161,9 @@ class ClusterView:
         self.topics: dict[str, TopicInfo] = {t.name: t for t in topics}
         self.controller_id = controller_id
         self.cluster_id = cluster_id
+        # Lookups the producer makes per record, memoized (the view never changes).
+        self._partitions_cache: dict[str, list[int] | None] = {}
+        self._available_cache: dict[str, list[int]] = {}
 
     @classmethod
     def from_response(cls, response: m.MetadataResponse) -> ClusterView:
@@ -170,12 +201,16 @@ class ClusterView:
 
     def partitions_for(self, topic: str) -> list[int] | None:
         """Partition numbers of `topic`, or None if unknown (or not asked for)."""
+        try:
+            return self._partitions_cache[topic]
+        except KeyError:
+            pass
         info = self.topics.get(topic)
-        if info is None or info.error not in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE):
-            return None
-        if not info.partitions:
-            return None
-        return sorted(info.partitions)
+        parts: list[int] | None = None
+        if info is not None and info.partitions and info.error in _USABLE_TOPIC:
+            parts = sorted(info.partitions)
+        self._partitions_cache[topic] = parts
+        return parts
 
     def partition_count(self, topic: str) -> int | None:
         parts = self.partitions_for(topic)
@@ -183,12 +218,17 @@ class ClusterView:
 
     def available_partitions(self, topic: str) -> list[int]:
         """Partitions of `topic` that have a leader we know the address of."""
+        try:
+            return self._available_cache[topic]
+        except KeyError:
+            pass
         info = self.topics.get(topic)
-        if info is None:
-            return []
-        return sorted(
-            p for p, part in info.partitions.items() if part.leader >= 0 and part.leader in self.brokers
-        )
+        available: list[int] = []
+        if info is not None:
+            brokers = self.brokers
+            available = sorted(p for p, part in info.partitions.items() if part.leader in brokers)
+        self._available_cache[topic] = available
+        return available
 
     def partition(self, tp: TopicPartition) -> PartitionInfo | None:
         info = self.topics.get(tp.topic)
@@ -258,6 +298,10 @@ class Metadata:
             self.request_update()
         return bool(new)
 
+    def remove_topics(self, *names: str) -> None:
+        """Stop tracking these topics (no refresh needed: the next one leaves them out)."""
+        self._topics -= set(names)
+
     def set_topics(self, names: Iterable[str]) -> None:
         names = set(names)
         if names != self._topics:
@@ -301,7 +345,7 @@ class Metadata:
                     host, port, request, timeout_s=self.request_timeout_ms / 1000
                 )
             except BrokerConnectionError as exc:
-                errors.append(exc.message or str(exc))
+                errors.append(connection_failure_reason(exc))
                 log.debug("metadata from %s:%d failed: %s", host, port, exc)
                 continue
             except TributaryError as exc:  # a request-level error: try another broker
@@ -363,9 +407,9 @@ class Metadata:
             if wake_at > now:
                 self._wanted = trio.Event()
                 if self._update_requested:  # requested while we computed: just back off
-                    await trio.sleep((wake_at - now) / 1000)
+                    await trio.sleep(sleep_seconds(wake_at - now))
                 else:
-                    with trio.move_on_after((wake_at - now) / 1000):
+                    with trio.move_on_after(sleep_seconds(wake_at - now)):
                         await self._wanted.wait()
                 continue
             try:
@@ -413,3 +457,40 @@ UNKNOWN_TOPIC_GRACE_MS = 500
 
 def _now_ms() -> float:
     return trio.current_time() * 1000
+
+
+# Added to every computed sleep: a deadline a rounding error short of the time it was
+# computed for would wake us a hair early, find nothing due, and spin without the clock
+# advancing (MockClock makes this easy to hit). A microsecond is far above float error.
+TIMER_SLACK_S = 1e-6
+
+
+def sleep_seconds(delay_ms: float) -> float:
+    """Seconds to sleep for a delay in milliseconds: never negative, plus the slack."""
+    return max(delay_ms, 0.0) / 1000 + TIMER_SLACK_S
+
+
+@asynccontextmanager
+async def open_client_nursery() -> AsyncIterator[trio.Nursery]:
+    """A nursery for a client's background tasks that lets a lone error through as itself.
+
+    Trio wraps whatever leaves a nursery block in an ExceptionGroup; the clients' own
+    background tasks do not raise, so a group of one is the caller's error (or a
+    `NoBrokersAvailableError` from starting up), and callers should be able to write
+    `except TributaryError` around `async with open_producer(...)`.
+    """
+    try:
+        async with trio.open_nursery() as nursery:
+            yield nursery
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        only = group.exceptions[0]
+        while isinstance(only, BaseExceptionGroup) and len(only.exceptions) == 1:
+            only = only.exceptions[0]
+        context = only.__context__
+        try:
+            raise only
+        finally:
+            only.__context__ = context
+            del only

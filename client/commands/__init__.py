@@ -5,4 +5,13 @@ Each module exposes `register(subparsers)` which adds its parsers and sets
 `COMMAND_MODULES`; a module that fails to import is reported as one line, not a crash.
 """
 
-COMMAND_MODULES: list[str] = ["servers", "cluster"]
+COMMAND_MODULES: list[str] = [
+    "servers",
+    "cluster",
+    "topics",
+    "produce",
+    "consume",
+    "leaders",
+    "partitions",
+    "analytics",
+]

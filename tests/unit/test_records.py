@@ -84,13 +84,9 @@ def test_flipping_any_crc_covered_byte_is_detected(records, codec, data):
     epoch=st.integers(0, 2**31 - 1),
     append_time=st.none() | st.integers(0, 2**41),
 )
-def test_assign_offsets_patches_in_place_and_keeps_batches_valid(
-    batches, base, epoch, append_time
-):
+def test_assign_offsets_patches_in_place_and_keeps_batches_valid(batches, base, epoch, append_time):
     buf = b"".join(build_batch(records, codec=codec) for records, codec in batches)
-    patched, last_offset, max_ts = assign_offsets(
-        buf, base, epoch, log_append_time_ms=append_time
-    )
+    patched, last_offset, max_ts = assign_offsets(buf, base, epoch, log_append_time_ms=append_time)
     headers = validate_batches(patched)  # CRC still right (recomputed only for append time)
     all_records = [r for records, _ in batches for r in records]
     assert last_offset == base + len(all_records) - 1

@@ -21,6 +21,7 @@ most `max_index_bytes // entry_size` entries; when full, the log rolls a new seg
 from __future__ import annotations
 
 import bisect
+import io
 import operator
 import os
 import struct
@@ -42,33 +43,51 @@ class IndexCorruptError(LogError):
 
 
 class _IndexFile:
-    """The append-only file behind an index (unbuffered: readers see every entry)."""
+    """The append-only file behind an index (unbuffered: readers see every entry).
+
+    The handle is opened on first use and released when the segment goes inactive, so an
+    old segment holds one descriptor (its `.log`) rather than three; a later flush or
+    truncation reopens it.
+    """
 
     def __init__(self, path: Path, entry_size: int, max_index_bytes: int) -> None:
         self.path = path
         self.entry_size = entry_size
         self.max_entries = max(1, max_index_bytes // entry_size)
-        self._file = open(path, "ab", buffering=0)  # closed by close()/delete()
+        self._file: io.FileIO | None = None
+        self._dirty = False
+
+    def _handle(self) -> io.FileIO:
+        if self._file is None:
+            self._file = io.FileIO(self.path, "a")  # released by close()/delete()
+        return self._file
 
     def set_max_index_bytes(self, max_index_bytes: int) -> None:
         self.max_entries = max(1, max_index_bytes // self.entry_size)
 
     def write(self, data: bytes) -> None:
+        file = self._handle()
         view = memoryview(data)
         while view:
-            view = view[self._file.write(view) :]
+            view = view[file.write(view) :]
+        self._dirty = True
 
     def truncate_entries(self, entries: int) -> None:
-        self._file.truncate(entries * self.entry_size)
+        self._handle().truncate(entries * self.entry_size)
+        self._dirty = True
 
     def flush(self) -> None:
-        os.fsync(self._file.fileno())
+        if self._dirty:
+            os.fsync(self._handle().fileno())
+            self._dirty = False
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def delete(self) -> None:
-        self._file.close()
+        self.close()
         self.path.unlink(missing_ok=True)
 
 

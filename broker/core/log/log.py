@@ -40,6 +40,7 @@ from broker.core.log.errors import (
     InvalidRecordError,
     LogError,
     OffsetOutOfRangeError,
+    RecordError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
@@ -284,11 +285,14 @@ class Log:
         """(epoch, start offset) from every batch header, for a lost epoch checkpoint."""
         found: list[tuple[int, int]] = []
         latest = -1
-        for segment in self._segments:
-            for _, header in segment._iter_headers(0):
-                if header.partition_leader_epoch > latest:
-                    latest = header.partition_leader_epoch
-                    found.append((latest, header.base_offset))
+        try:
+            for segment in self._segments:
+                for _, header in segment.iter_headers(0):
+                    if header.partition_leader_epoch > latest:
+                        latest = header.partition_leader_epoch
+                        found.append((latest, header.base_offset))
+        except RecordError as exc:
+            logger.warning("Log %s: leader epochs rebuilt only partly: %s", self._tp, exc)
         self._epoch_cache.clear()
         return found
 
@@ -435,7 +439,8 @@ class Log:
             )
             buffers.append(body)
             last = next_offset + header[6]
-            placements.append(BatchPlacement(next_offset, last, append_time or header[8], size))
+            max_ts = header[8] if append_time is None else append_time
+            placements.append(BatchPlacement(next_offset, last, max_ts, size))
             next_offset = last + 1
             position += size
         info = self._append(buffers, position, headers, placements, now_ms)

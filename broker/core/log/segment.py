@@ -196,7 +196,7 @@ class LogSegment:
         if self._next_offset is None:
             _, position = self.offset_index.last_entry
             next_offset = self.base_offset
-            for _, header in self._iter_headers(position):
+            for _, header in self.iter_headers(position):
                 next_offset = header.base_offset + header.last_offset_delta + 1
             self._next_offset = next_offset
         return self._next_offset
@@ -278,11 +278,14 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
 
     def on_become_inactive(self) -> None:
-        """Record the final max timestamp in the time index (on roll and on close)."""
+        """Record the final max timestamp in the time index (on roll and on close), and
+        let go of the index files' handles until they are needed again."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(
                 self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
             )
+        self.offset_index.close()
+        self.time_index.close()
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batch containing `offset` and everything after; bytes removed."""
@@ -306,7 +309,7 @@ class LogSegment:
         else:
             self.max_timestamp, self.offset_of_max_timestamp = last_time
             scan_from = self.offset_index.lookup(last_time[1])[1]
-        for _, batch in self._iter_headers(scan_from):
+        for _, batch in self.iter_headers(scan_from):
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp = batch.max_timestamp
                 self.offset_of_max_timestamp = batch.base_offset + batch.last_offset_delta
@@ -337,7 +340,7 @@ class LogSegment:
     def pread(self, size: int, position: int) -> bytes:
         return os.pread(self._fd, size, position)
 
-    def _iter_headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position` (a batch start) to the end."""
         end = self.size
         chunk = b""
@@ -363,7 +366,7 @@ class LogSegment:
         if self._next_offset is not None and offset >= self._next_offset:
             return None
         _, position = self.offset_index.lookup(offset)
-        for found in self._iter_headers(max(position, start_position)):
+        for found in self.iter_headers(max(position, start_position)):
             header = found[1]
             if header.base_offset + header.last_offset_delta >= offset:
                 return found
@@ -412,7 +415,7 @@ class LogSegment:
         entry = self.time_index.lookup(timestamp)
         from_offset = max(entry[1] if entry else self.base_offset, starting_offset)
         _, index_position = self.offset_index.lookup(from_offset)
-        for position, header in self._iter_headers(index_position):
+        for position, header in self.iter_headers(index_position):
             if header.base_offset + header.last_offset_delta < from_offset:
                 continue
             if header.max_timestamp < timestamp:

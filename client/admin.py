@@ -1,0 +1,444 @@
+"""The admin client: topics, cluster description, leader elections, reassignments, log dirs.
+
+How it works: an `Admin` keeps a `Metadata` of the whole cluster (`all_topics=True`).
+Describing is reading that metadata fresh. Changing (CreateTopics, DeleteTopics,
+ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments) is one request to
+any live broker (the broker that gets it writes ZooKeeper, as Kafka 2.x's did), tried
+on the next broker if the connection fails. DescribeLogDirs goes to every broker at once.
+
+Results are per item: `create_topics` / `delete_topics` / `elect_preferred_leaders` /
+`alter_partition_reassignments` map each topic or partition to None (success) or a
+`TributaryError`; the single-topic helpers (`create_topic`, `delete_topic`) raise it.
+`async with open_admin("host:port") as admin:` builds one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import trio
+
+from client.connection import BrokerConnectionError, ConnectionPool, open_connection_pool
+from client.metadata import (
+    BrokerInfo,
+    ClusterView,
+    Metadata,
+    NoBrokersAvailableError,
+    UnknownTopicError,
+    connection_failure_reason,
+    format_addresses,
+)
+from client.protocol import messages as m
+from client.protocol.errors import ErrorCode, TributaryError
+from client.protocol.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ADMIN_TIMEOUT_MS = 30_000  # Kafka's default.api.timeout.ms is 60 s; requests 30 s
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create: partitions and replication factor (-1: the broker's defaults),
+    or an explicit `assignment` (partition -> replica broker ids; then leave both -1)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    assignment: Mapping[int, Sequence[int]] | None = None
+
+
+class PartitionDescription(NamedTuple):
+    partition: int
+    leader: int  # -1: no leader (offline)
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    is_internal: bool
+    partitions: list[PartitionDescription]
+    configs: dict[str, str] | None = None  # None: the protocol has no DescribeConfigs yet
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerInfo]
+
+
+class Reassignment(NamedTuple):
+    replicas: tuple[int, ...]  # target and current replicas while moving
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+class ReplicaLogInfo(NamedTuple):
+    size: int
+    offset_lag: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    is_leader: bool
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    log_dir: str
+    error: TributaryError | None
+    partitions: dict[TopicPartition, ReplicaLogInfo]
+
+
+def _error_or_none(code: int, message: str | None = None) -> TributaryError | None:
+    error = ErrorCode.from_code(code)
+    return None if error is ErrorCode.NONE else TributaryError(error, message)
+
+
+class Admin:
+    """Build with `open_admin()`; see the module docstring."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        bootstrap: str | Iterable[str],
+        *,
+        request_timeout_ms: float = DEFAULT_ADMIN_TIMEOUT_MS,
+        retry_backoff_ms: float = 100,
+    ) -> None:
+        self.request_timeout_ms = request_timeout_ms
+        self.metadata = Metadata(
+            pool,
+            bootstrap,
+            all_topics=True,
+            retry_backoff_ms=int(retry_backoff_ms),
+            request_timeout_ms=int(request_timeout_ms),
+        )
+        self._pool = pool
+
+    async def start(self) -> None:
+        """Bootstrap; raises `NoBrokersAvailableError` if no broker answers."""
+        await self.metadata.refresh()
+
+    # --- plumbing --------------------------------------------------------------------
+
+    async def _request_any(self, request: Any, timeout_ms: float | None = None) -> Any:
+        """Send to a live broker, trying the next one when a connection fails."""
+        timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        cluster = self.metadata.cluster
+        addresses = [b.address for b in sorted(cluster.brokers.values())]
+        addresses += [a for a in self.metadata.bootstrap if a not in addresses]
+        last: BrokerConnectionError | None = None
+        for address in addresses:
+            try:
+                # Leave the broker time to finish (it waits up to the request's timeout).
+                return await self._pool.request(*address, request, timeout_s=timeout_s + 5)
+            except BrokerConnectionError as exc:
+                last = exc
+                continue
+        raise NoBrokersAvailableError(
+            f"cannot reach any broker at {format_addresses(self.metadata.bootstrap)}"
+            + (f" ({connection_failure_reason(last)})" if last is not None else "")
+        )
+
+    async def _fresh_cluster(self) -> ClusterView:
+        self.metadata.request_update()
+        return await self.metadata.refresh()
+
+    # --- topics ----------------------------------------------------------------------
+
+    async def create_topics(
+        self,
+        topics: Iterable[NewTopic],
+        *,
+        timeout_ms: float | None = None,
+        validate_only: bool = False,
+    ) -> dict[str, TributaryError | None]:
+        """Create topics; the broker answers once their leaders exist (or the timeout)."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        request = m.CreateTopicsRequest(
+            topics=[
+                m.CreateTopicsTopic(
+                    name=t.name,
+                    num_partitions=-1 if t.assignment else t.num_partitions,
+                    replication_factor=-1 if t.assignment else t.replication_factor,
+                    assignments=[
+                        m.CreateTopicsAssignment(partition_index=p, broker_ids=list(r))
+                        for p, r in sorted((t.assignment or {}).items())
+                    ],
+                    configs=[
+                        m.CreateTopicsConfig(name=k, value=v) for k, v in sorted(t.configs.items())
+                    ],
+                )
+                for t in topics
+            ],
+            timeout_ms=int(timeout_ms),
+            validate_only=validate_only,
+        )
+        response = await self._request_any(request, timeout_ms)
+        self.metadata.request_update()
+        return {t.name: _error_or_none(t.error_code, t.error_message) for t in response.topics}
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        *,
+        configs: Mapping[str, str] | None = None,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Create one topic; raises its `TributaryError` (e.g. TOPIC_ALREADY_EXISTS)."""
+        topic = NewTopic(name, num_partitions, replication_factor, dict(configs or {}), assignment)
+        results = await self.create_topics([topic], timeout_ms=timeout_ms)
+        error = results.get(name)
+        if error is not None:
+            raise error
+
+    async def delete_topics(
+        self, names: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, TributaryError | None]:
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        request = m.DeleteTopicsRequest(topic_names=list(names), timeout_ms=int(timeout_ms))
+        response = await self._request_any(request, timeout_ms)
+        self.metadata.request_update()
+        out: dict[str, TributaryError | None] = {}
+        for t in response.responses:
+            if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                out[t.name] = UnknownTopicError(t.name)
+            else:
+                out[t.name] = _error_or_none(t.error_code, t.error_message)
+        return out
+
+    async def delete_topic(self, name: str, *, timeout_ms: float | None = None) -> None:
+        """Delete one topic; raises `UnknownTopicError` or the broker's error."""
+        error = (await self.delete_topics([name], timeout_ms=timeout_ms)).get(name)
+        if error is not None:
+            raise error
+
+    async def list_topics(self, *, include_internal: bool = True) -> list[str]:
+        cluster = await self._fresh_cluster()
+        return sorted(
+            name
+            for name, info in cluster.topics.items()
+            if info.error in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+            and (include_internal or not info.is_internal)
+        )
+
+    async def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        """Every topic (or the named ones, in that order); `UnknownTopicError` for a
+        named topic that does not exist."""
+        cluster = await self._fresh_cluster()
+        wanted = sorted(cluster.topics) if names is None else list(names)
+        out = []
+        for name in wanted:
+            info = cluster.topics.get(name)
+            if info is None or info.error in (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+            ):
+                raise UnknownTopicError(name)
+            partitions = [
+                PartitionDescription(
+                    p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas
+                )
+                for _, p in sorted(info.partitions.items())
+            ]
+            out.append(TopicDescription(name, info.is_internal, partitions))
+        return out
+
+    async def describe_cluster(self) -> ClusterDescription:
+        cluster = await self._fresh_cluster()
+        return ClusterDescription(
+            cluster.cluster_id,
+            cluster.controller_id,
+            sorted(cluster.brokers.values()),
+        )
+
+    # --- leaders and replicas -----------------------------------------------------------
+
+    async def elect_preferred_leaders(
+        self,
+        topic: str | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, TributaryError | None]:
+        """Preferred leader election for `partitions`, or every partition of `topic`, or
+        every partition of the cluster. ELECTION_NOT_NEEDED comes back as an error value
+        (the preferred replica already leads); callers usually treat it as success."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        if partitions is not None:
+            wanted: list[TopicPartition] | None = [TopicPartition(*tp) for tp in partitions]
+        elif topic is not None:
+            cluster = await self._fresh_cluster()
+            parts = cluster.partitions_for(topic)
+            if parts is None:
+                raise UnknownTopicError(topic)
+            wanted = [TopicPartition(topic, p) for p in parts]
+        else:
+            wanted = None
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = m.ElectLeadersRequest(
+            election_type=m.PREFERRED_ELECTION,
+            topic_partitions=None
+            if wanted is None
+            else [m.ElectLeadersTopic(topic=t, partitions=p) for t, p in by_topic.items()],
+            timeout_ms=int(timeout_ms),
+        )
+        response = await self._request_any(request, timeout_ms)
+        if response.error_code:
+            raise TributaryError(response.error_code, "leader election failed")
+        self.metadata.request_update()
+        return {
+            TopicPartition(t.topic, r.partition_id): _error_or_none(r.error_code, r.error_message)
+            for t in response.replica_election_results
+            for r in t.partition_result
+        }
+
+    async def alter_partition_reassignments(
+        self,
+        plan: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, TributaryError | None]:
+        """Move partitions to new replica lists (None cancels). A request-level failure
+        (e.g. REASSIGNMENT_IN_PROGRESS) raises."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        by_topic: dict[str, list[m.AlterPartitionReassignmentsPartition]] = {}
+        for tp, replicas in plan.items():
+            tp = TopicPartition(*tp)
+            by_topic.setdefault(tp.topic, []).append(
+                m.AlterPartitionReassignmentsPartition(
+                    partition_index=tp.partition,
+                    replicas=None if replicas is None else list(replicas),
+                )
+            )
+        request = m.AlterPartitionReassignmentsRequest(
+            timeout_ms=int(timeout_ms),
+            topics=[
+                m.AlterPartitionReassignmentsTopic(name=t, partitions=p)
+                for t, p in by_topic.items()
+            ],
+        )
+        response = await self._request_any(request, timeout_ms)
+        if response.error_code:
+            raise TributaryError(response.error_code, response.error_message)
+        return {
+            TopicPartition(t.name, p.partition_index): _error_or_none(p.error_code, p.error_message)
+            for t in response.responses
+            for p in t.partitions
+        }
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, Reassignment]:
+        """Reassignments in progress (of `partitions`, or all)."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp[0], []).append(tp[1])
+            topics = [
+                m.ListPartitionReassignmentsTopic(name=t, partition_indexes=p)
+                for t, p in by_topic.items()
+            ]
+        request = m.ListPartitionReassignmentsRequest(timeout_ms=int(timeout_ms), topics=topics)
+        response = await self._request_any(request, timeout_ms)
+        if response.error_code:
+            raise TributaryError(response.error_code, response.error_message)
+        return {
+            TopicPartition(t.name, p.partition_index): Reassignment(
+                tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas)
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
+
+    async def describe_log_dirs(
+        self, broker_ids: Iterable[int] | None = None
+    ) -> dict[int, list[LogDirDescription] | TributaryError]:
+        """Each broker's log dirs with per-partition size, LEO, HW, leadership. A broker
+        that cannot be reached maps to its connection error."""
+        cluster = await self._fresh_cluster()
+        ids = sorted(cluster.brokers) if broker_ids is None else list(broker_ids)
+        out: dict[int, list[LogDirDescription] | TributaryError] = {}
+
+        async def ask(broker_id: int) -> None:
+            broker = cluster.broker(broker_id)
+            if broker is None:
+                out[broker_id] = TributaryError(
+                    ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not alive"
+                )
+                return
+            try:
+                response = await self._pool.request(
+                    *broker.address,
+                    m.DescribeLogDirsRequest(topics=None),
+                    timeout_s=self.request_timeout_ms / 1000,
+                )
+            except TributaryError as exc:
+                out[broker_id] = exc
+                return
+            out[broker_id] = [
+                LogDirDescription(
+                    result.log_dir,
+                    _error_or_none(result.error_code),
+                    {
+                        TopicPartition(t.name, p.partition_index): ReplicaLogInfo(
+                            p.partition_size,
+                            p.offset_lag,
+                            p.log_start_offset,
+                            p.log_end_offset,
+                            p.high_watermark,
+                            p.is_leader,
+                            p.leader_epoch,
+                        )
+                        for t in result.topics
+                        for p in t.partitions
+                    },
+                )
+                for result in response.results
+            ]
+
+        async with trio.open_nursery() as nursery:
+            for broker_id in ids:
+                nursery.start_soon(ask, broker_id)
+        return {broker_id: out[broker_id] for broker_id in ids}
+
+
+@asynccontextmanager
+async def open_admin(
+    bootstrap: str | Iterable[str], *, client_id: str | None = "tributary-admin", **config: Any
+) -> AsyncIterator[Admin]:
+    """A connected admin client. Raises `NoBrokersAvailableError` when nobody answers."""
+    async with open_connection_pool(client_id=client_id) as pool:
+        admin = Admin(pool, bootstrap, **config)
+        await admin.start()
+        yield admin

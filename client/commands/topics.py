@@ -1,0 +1,254 @@
+"""`tributary topics create|list|describe|delete`, in the manner of kafka-topics.sh.
+
+How it works: each action opens an admin client (client/admin.py) on the bootstrap
+servers, does one thing and prints the result: `describe` as `kafka-topics --describe`
+does (a topic line, then one tab-separated line per partition, with `Leader: none` for
+an offline partition and `Offline:` / `UnderReplicated: true` markers), or as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from client.admin import NewTopic, TopicDescription, open_admin
+from client.cli import CliError
+from client.commands.common import (
+    add_bootstrap_option,
+    bootstrap_of,
+    parse_config_pairs,
+    positive_int,
+    run_async,
+)
+from client.protocol.errors import ErrorCode, TributaryError
+
+
+def register(subparsers) -> None:
+    topics = subparsers.add_parser("topics", help="create, list, describe and delete topics")
+    actions = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", help="create a topic")
+    create.add_argument("name", metavar="NAME")
+    create.add_argument(
+        "--partitions", type=positive_int, default=None, help="default: the broker's"
+    )
+    create.add_argument(
+        "--replication-factor", type=positive_int, default=None, help="default: the broker's"
+    )
+    create.add_argument(
+        "--config", action="append", default=[], metavar="NAME=VALUE", help="a topic config"
+    )
+    create.add_argument(
+        "--replica-assignment",
+        metavar="B1:B2,B1:B2,...",
+        help="replicas per partition (partition 0 first), instead of the two options above",
+    )
+    create.add_argument("--if-not-exists", action="store_true", help="no error if it exists")
+    add_bootstrap_option(create)
+    create.set_defaults(handler=_create)
+
+    listing = actions.add_parser("list", help="list topic names")
+    listing.add_argument("--exclude-internal", action="store_true")
+    add_bootstrap_option(listing)
+    listing.set_defaults(handler=_list)
+
+    describe = actions.add_parser("describe", help="leaders, replicas and ISR per partition")
+    describe.add_argument("name", metavar="NAME", nargs="?", help="default: every topic")
+    describe.add_argument("--json", action="store_true", help="print JSON")
+    describe.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replica list",
+    )
+    describe.add_argument(
+        "--unavailable-partitions", action="store_true", help="only partitions with no leader"
+    )
+    add_bootstrap_option(describe)
+    describe.set_defaults(handler=_describe)
+
+    delete = actions.add_parser("delete", help="delete a topic")
+    delete.add_argument("name", metavar="NAME")
+    delete.add_argument("--if-exists", action="store_true", help="no error if it is missing")
+    add_bootstrap_option(delete)
+    delete.set_defaults(handler=_delete)
+
+
+def parse_replica_assignment(text: str) -> dict[int, list[int]]:
+    """Kafka's `--replica-assignment 1:2,2:3`: partition i gets the i-th group."""
+    assignment: dict[int, list[int]] = {}
+    for index, group in enumerate(text.split(",")):
+        try:
+            replicas = [int(b) for b in group.split(":")]
+        except ValueError:
+            raise CliError(
+                f"--replica-assignment: {group!r} is not a list of broker ids like 1:2:3",
+                exit_code=2,
+            ) from None
+        if len(set(replicas)) != len(replicas):
+            raise CliError(
+                f"--replica-assignment: partition {index} lists a broker twice", exit_code=2
+            )
+        assignment[index] = replicas
+    if len({len(r) for r in assignment.values()}) > 1:
+        raise CliError(
+            "--replica-assignment: every partition needs the same number of replicas",
+            exit_code=2,
+        )
+    return assignment
+
+
+# --- create ----------------------------------------------------------------------------
+
+
+def _create(args: argparse.Namespace) -> int:
+    configs = parse_config_pairs(args.config)
+    assignment = None
+    if args.replica_assignment is not None:
+        if args.partitions is not None or args.replication_factor is not None:
+            raise CliError(
+                "--replica-assignment cannot be used with --partitions or --replication-factor",
+                exit_code=2,
+            )
+        assignment = parse_replica_assignment(args.replica_assignment)
+    bootstrap = bootstrap_of(args)
+
+    async def create() -> TributaryError | None:
+        async with open_admin(bootstrap) as admin:
+            topic = NewTopic(
+                args.name,
+                args.partitions or -1,
+                args.replication_factor or -1,
+                configs,
+                assignment,
+            )
+            return (await admin.create_topics([topic])).get(args.name)
+
+    error = run_async(create)
+    if error is not None:
+        if error.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise CliError(str(error))
+        if not args.if_not_exists:
+            raise CliError(f"topic '{args.name}' already exists")
+        return 0
+    print(f"Created topic {args.name}.")
+    return 0
+
+
+# --- list ------------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> int:
+    bootstrap = bootstrap_of(args)
+
+    async def names() -> list[str]:
+        async with open_admin(bootstrap) as admin:
+            return await admin.list_topics(include_internal=not args.exclude_internal)
+
+    for name in run_async(names):
+        print(name)
+    return 0
+
+
+# --- describe --------------------------------------------------------------------------
+
+
+def _describe(args: argparse.Namespace) -> int:
+    bootstrap = bootstrap_of(args)
+
+    async def describe() -> list[TopicDescription]:
+        async with open_admin(bootstrap) as admin:
+            return await admin.describe_topics(None if args.name is None else [args.name])
+
+    topics = run_async(describe)
+    only_filtered = args.under_replicated_partitions or args.unavailable_partitions
+
+    def wanted(p) -> bool:
+        if not only_filtered:
+            return True
+        return (args.under_replicated_partitions and p.under_replicated) or (
+            args.unavailable_partitions and p.offline
+        )
+
+    if args.json:
+        print(json.dumps([_topic_json(t, wanted) for t in topics], indent=2))
+        return 0
+    out = sys.stdout
+    for topic in topics:
+        partitions = [p for p in topic.partitions if wanted(p)]
+        if only_filtered and not partitions:
+            continue
+        if not only_filtered:
+            out.write(format_topic_line(topic) + "\n")
+        for p in partitions:
+            out.write(format_partition_line(topic.name, p) + "\n")
+    return 0
+
+
+def format_topic_line(topic: TopicDescription) -> str:
+    configs = ",".join(f"{k}={v}" for k, v in sorted((topic.configs or {}).items()))
+    return (
+        f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}\t"
+        f"ReplicationFactor: {topic.replication_factor}\tConfigs: {configs}"
+    )
+
+
+def format_partition_line(topic: str, p) -> str:
+    leader = str(p.leader) if p.leader >= 0 else "none"
+    line = (
+        f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
+        f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\tLeaderEpoch: {p.leader_epoch}"
+    )
+    if p.offline_replicas:
+        line += f"\tOffline: {_ids(p.offline_replicas)}"
+    if p.under_replicated:
+        line += "\tUnderReplicated: true"
+    return line
+
+
+def _ids(ids) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _topic_json(topic: TopicDescription, wanted) -> dict:
+    return {
+        "topic": topic.name,
+        "internal": topic.is_internal,
+        "partition_count": len(topic.partitions),
+        "replication_factor": topic.replication_factor,
+        "configs": topic.configs or {},
+        "partitions": [
+            {
+                "partition": p.partition,
+                "leader": p.leader if p.leader >= 0 else None,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "offline_replicas": list(p.offline_replicas),
+                "under_replicated": p.under_replicated,
+            }
+            for p in topic.partitions
+            if wanted(p)
+        ],
+    }
+
+
+# --- delete ----------------------------------------------------------------------------
+
+
+def _delete(args: argparse.Namespace) -> int:
+    bootstrap = bootstrap_of(args)
+
+    async def delete() -> TributaryError | None:
+        async with open_admin(bootstrap) as admin:
+            return (await admin.delete_topics([args.name])).get(args.name)
+
+    error = run_async(delete)
+    if error is not None:
+        if error.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            if args.if_exists:
+                return 0
+            raise CliError(f"topic '{args.name}' does not exist")
+        raise CliError(str(error))
+    print(f"Deleted topic {args.name}.")
+    return 0

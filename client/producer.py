@@ -1,0 +1,896 @@
+"""The producer: records in, per-partition batches out, retried in order until acked.
+
+How it works (Kafka 2.8's KafkaProducer, on Trio):
+- `send()` picks the partition (client/partitioner.py: explicit, key hash, or sticky),
+  reserves buffer memory (waiting while `buffer_memory` is used up: backpressure) and
+  appends the record to the partition's open batch in the `RecordAccumulator`. It returns
+  a `DeliveryHandle` at once; `await handle` gives the `RecordMetadata` or raises.
+- The `RecordAccumulator` (sans-IO: plain data, times passed in as `now_ms`) holds a
+  queue of batches per partition. A partition's first batch is *ready* when it is full,
+  has lingered `linger_ms`, or a flush/close is under way, and it is not backing off
+  after a failed attempt (`retry_backoff_ms`). `drain()` takes ready batches, grouped per
+  leader broker, up to `max_request_size` per request, and *mutes* their partitions.
+- One sender task loops: expire batches older than `delivery_timeout_ms`, ask the
+  accumulator which leaders are ready, drain them into one Produce request per broker
+  (at most `max_in_flight_requests_per_connection` outstanding per broker), sleep until
+  the next batch can be ready or something wakes it (an append, a response, fresh
+  metadata).
+- Each response completes its batches (offsets = base offset + index), or re-queues a
+  batch at the *front* of its partition's queue after a retriable error (after asking for
+  fresh metadata when the error means our leader is stale), or fails its records.
+  Ordering under retries: a partition stays muted while its batch is in flight, so at
+  most one batch per partition is outstanding and a retried batch can never be overtaken
+  (Kafka's "guarantee message order" muting, kept on whatever max_in_flight is).
+- acks=0 writes the request and completes the records with offset -1.
+
+`async with open_producer("host:port", acks="all") as producer:` builds one; leaving the
+block flushes everything (`aclose()`). Timings use `trio.current_time()` (MockClock in
+tests); record timestamps are wall-clock milliseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import trio
+
+from client.connection import BrokerConnectionError, ConnectionPool, open_connection_pool
+from client.metadata import (
+    DEFAULT_METADATA_MAX_AGE_MS,
+    ClusterView,
+    Metadata,
+    UnknownTopicError,
+    open_client_nursery,
+    sleep_seconds,
+)
+from client.partitioner import DefaultPartitioner, partition_for_key
+from client.protocol import messages as m
+from client.protocol.errors import ErrorCode, TributaryError
+from client.protocol.records import BATCH_OVERHEAD, Codec, Record, build_batch
+from client.protocol.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+# Estimated bytes a record costs in a batch beyond its key, value and headers (msgpack
+# array, offset and timestamp deltas): used for batch_size and buffer_memory accounting.
+RECORD_OVERHEAD = 16
+# Errors that mean our view of the leader is stale: refresh metadata before retrying
+# (Kafka's InvalidMetadataException family, plus a lost connection).
+_STALE_METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
+# The broker answers an acks=all Produce with REQUEST_TIMED_OUT after the request's
+# `timeout_ms` (= request_timeout_ms); we wait this much longer for that answer before
+# giving up on the connection, which would also fail every other request in flight on it.
+REQUEST_TIMEOUT_MARGIN_MS = 500
+_CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+
+
+# --- errors and results ------------------------------------------------------------------
+
+
+class ProducerClosedError(RuntimeError):
+    """`send()` after `aclose()`, or records abandoned by a cancelled close."""
+
+
+class DeliveryTimeoutError(TributaryError):
+    """The record was not acknowledged within `delivery_timeout_ms` (Kafka's
+    TimeoutException "Expiring N record(s) for ...")."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+
+    @property
+    def retriable(self) -> bool:  # the producer already retried for as long as allowed
+        return False
+
+
+class RecordTooLargeError(TributaryError):
+    """One record is larger than `max_request_size` or `buffer_memory`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.MESSAGE_TOO_LARGE, message)
+
+
+class ProducerTimeoutError(TributaryError):
+    """`send()` could not get metadata or buffer memory within `max_block_ms`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class InvalidPartitionError(TributaryError):
+    """An explicit partition that the topic does not have."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record landed. `offset` is -1 with acks=0."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+# --- batches and the accumulator (sans-IO) ----------------------------------------------
+
+
+class BatchState(enum.Enum):
+    OPEN = "open"  # in the accumulator, may still take records
+    IN_FLIGHT = "in_flight"
+    DONE = "done"
+
+
+class ProducerBatch:
+    """Records for one partition that travel (and succeed or fail) together."""
+
+    def __init__(self, tp: TopicPartition, created_ms: float) -> None:
+        self.tp = tp
+        self.created_ms = created_ms
+        self.records: list[Record] = []
+        self.size = BATCH_OVERHEAD  # estimated bytes (uncompressed)
+        self.attempts = 0
+        self.last_attempt_ms = created_ms
+        self.state = BatchState.OPEN
+        self.closed = False  # no more appends once drained (retries resend the same bytes)
+        self.payload: bytes | None = None
+        self.base_offset = -1
+        self.log_append_time_ms = -1
+        self.error: BaseException | None = None
+        self.last_error: BaseException | None = None  # of the last failed attempt
+        self.done = trio.Event()
+
+    def __repr__(self) -> str:
+        return f"<batch {self.tp} records={len(self.records)} state={self.state.value}>"
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    def has_room_for(self, size: int, batch_size: int) -> bool:
+        return not self.closed and (not self.records or self.size + size <= batch_size)
+
+    def is_full(self, batch_size: int) -> bool:
+        return self.closed or self.size >= batch_size
+
+    def append(self, record: Record, size: int) -> int:
+        self.records.append(record)
+        self.size += size
+        return len(self.records) - 1
+
+    def encode(self, codec: Codec) -> bytes:
+        if self.payload is None:
+            self.payload = build_batch(self.records, codec=codec)
+        return self.payload
+
+    def complete(self, base_offset: int, log_append_time_ms: int) -> bool:
+        """Success; False if the batch was already done (expired meanwhile)."""
+        if self.state is BatchState.DONE:
+            return False
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.state = BatchState.DONE
+        self.done.set()
+        return True
+
+    def fail(self, error: BaseException) -> bool:
+        if self.state is BatchState.DONE:
+            return False
+        self.error = error
+        self.state = BatchState.DONE
+        self.done.set()
+        return True
+
+
+class DeliveryHandle:
+    """The outcome of one `send()`: `await handle` -> RecordMetadata, or raises."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self._batch.tp
+
+    def done(self) -> bool:
+        return self._batch.state is BatchState.DONE
+
+    def exception(self) -> BaseException | None:
+        """The failure, None on success; `RuntimeError` if not done yet."""
+        if not self.done():
+            raise RuntimeError("the record has not been acknowledged yet")
+        return self._batch.error
+
+    def result(self) -> RecordMetadata:
+        """The record's metadata (raises its failure); `RuntimeError` if not done yet."""
+        error = self.exception()
+        if error is not None:
+            raise error
+        batch = self._batch
+        offset = batch.base_offset + self._index if batch.base_offset >= 0 else -1
+        timestamp = batch.log_append_time_ms
+        if timestamp < 0:
+            timestamp = batch.records[self._index].timestamp_ms
+        return RecordMetadata(batch.tp.topic, batch.tp.partition, offset, timestamp)
+
+    async def wait(self) -> RecordMetadata:
+        await self._batch.done.wait()
+        return self.result()
+
+    def __await__(self):
+        return self.wait().__await__()
+
+
+class AppendResult(NamedTuple):
+    handle: DeliveryHandle
+    new_batch: bool
+    batch_full: bool
+
+
+class ReadyCheck(NamedTuple):
+    nodes: set[int]  # leaders with at least one sendable batch
+    next_check_ms: float  # when a batch that is not ready yet may become ready
+    unknown_leaders: set[str]  # topics with batches but a partition without a leader
+
+
+@dataclass
+class AccumulatorConfig:
+    batch_size: int = 16_384
+    linger_ms: float = 0
+    retry_backoff_ms: float = 100
+    delivery_timeout_ms: float = 120_000
+    buffer_memory: int = 32 * 1024 * 1024
+    codec: Codec = Codec.NONE
+
+
+class RecordAccumulator:
+    """Per-partition batch queues, readiness, draining, expiry: no I/O and no clock (the
+    caller passes `now_ms`); batches only carry a Trio event for their waiters."""
+
+    def __init__(self, config: AccumulatorConfig) -> None:
+        self.config = config
+        self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.muted: set[TopicPartition] = set()
+        self.in_flight: set[ProducerBatch] = set()
+        self.incomplete: set[ProducerBatch] = set()
+        self.used_bytes = 0
+        self.flushes_in_progress = 0
+        self.closing = False
+        self.memory_waiters = 0
+        self._drain_start: dict[int, int] = {}
+
+    # --- appending -------------------------------------------------------------------
+
+    def try_append(self, tp: TopicPartition, record: Record, size: int) -> AppendResult | None:
+        """Add `record` to the partition's open batch if it has room; None otherwise (the
+        caller then opens a new batch with `append`, or first moves a sticky partition)."""
+        queue = self.queues.get(tp)
+        if not queue:
+            return None
+        last = queue[-1]
+        if last.closed or last.size + size > self.config.batch_size:
+            return None
+        last.records.append(record)
+        last.size += size
+        self.used_bytes += size
+        full = last.size >= self.config.batch_size or len(queue) > 1
+        return AppendResult(DeliveryHandle(last, len(last.records) - 1), False, full)
+
+    def append(self, tp: TopicPartition, record: Record, size: int, now_ms: float) -> AppendResult:
+        """Add `record` to the partition's open batch, or to a new batch."""
+        result = self.try_append(tp, record, size)
+        if result is not None:
+            return result
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        batch = ProducerBatch(tp, now_ms)
+        index = batch.append(record, size)
+        self.used_bytes += size
+        queue.append(batch)
+        self.incomplete.add(batch)
+        full = len(queue) > 1 or batch.is_full(self.config.batch_size)
+        return AppendResult(DeliveryHandle(batch, index), True, full)
+
+    def has_undrained(self) -> bool:
+        return any(self.queues.values())
+
+    # --- readiness and draining ------------------------------------------------------
+
+    def _backing_off(self, batch: ProducerBatch, now_ms: float) -> bool:
+        return batch.attempts > 0 and now_ms < batch.last_attempt_ms + self.config.retry_backoff_ms
+
+    def ready(self, cluster: ClusterView, now_ms: float) -> ReadyCheck:
+        nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_check = math.inf
+        urgent = self.closing or self.flushes_in_progress > 0 or self.memory_waiters > 0
+        config = self.config
+        for tp, queue in self.queues.items():
+            if not queue or tp in self.muted:
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                unknown.add(tp.topic)
+                continue
+            if leader.leader in nodes:
+                continue
+            batch = queue[0]
+            # Absolute times, compared the same way everywhere (no float drift).
+            if batch.attempts > 0:
+                ready_at = batch.last_attempt_ms + config.retry_backoff_ms
+                backing_off = now_ms < ready_at
+            else:
+                ready_at = batch.created_ms + config.linger_ms
+                backing_off = False
+            full = len(queue) > 1 or batch.is_full(config.batch_size)
+            sendable = full or now_ms >= ready_at or urgent
+            if sendable and not backing_off:
+                nodes.add(leader.leader)
+            else:
+                next_check = min(next_check, ready_at)
+        return ReadyCheck(nodes, next_check, unknown)
+
+    def drain(
+        self, cluster: ClusterView, node: int, max_request_size: int, now_ms: float
+    ) -> list[ProducerBatch]:
+        """Take one ready batch per partition led by `node`, up to `max_request_size`
+        bytes (but at least one batch); mute those partitions."""
+        tps = [tp for tp, queue in self.queues.items() if queue and tp not in self.muted]
+        led = [tp for tp in tps if (info := cluster.leader_for(tp)) and info.leader == node]
+        if not led:
+            return []
+        start = self._drain_start.get(node, 0) % len(led)  # fairness between partitions
+        self._drain_start[node] = start + 1
+        drained: list[ProducerBatch] = []
+        total = 0
+        for tp in led[start:] + led[:start]:
+            queue = self.queues[tp]
+            batch = queue[0]
+            if self._backing_off(batch, now_ms):
+                continue
+            if drained and total + batch.size > max_request_size:
+                break
+            queue.popleft()
+            batch.closed = True
+            batch.state = BatchState.IN_FLIGHT
+            self.in_flight.add(batch)
+            self.muted.add(tp)
+            total += batch.size
+            drained.append(batch)
+        return drained
+
+    # --- after a response ------------------------------------------------------------
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: float) -> None:
+        """Put a batch back at the front of its queue for a retry (after the backoff)."""
+        self.in_flight.discard(batch)
+        self.muted.discard(batch.tp)
+        batch.attempts += 1
+        batch.last_attempt_ms = now_ms
+        batch.state = BatchState.OPEN
+        self.queues.setdefault(batch.tp, deque()).appendleft(batch)
+
+    def release(self, batch: ProducerBatch) -> None:
+        """The batch is finished (acked, failed or expired): free its memory and unmute."""
+        if batch in self.in_flight:
+            self.in_flight.discard(batch)
+            self.muted.discard(batch.tp)
+        if batch in self.incomplete:
+            self.incomplete.discard(batch)
+            self.used_bytes -= batch.size - BATCH_OVERHEAD
+
+    def unmute(self, tp: TopicPartition) -> None:
+        self.muted.discard(tp)
+
+    # --- expiry ----------------------------------------------------------------------
+
+    def expired(self, now_ms: float) -> list[ProducerBatch]:
+        """Batches (queued or in flight) older than `delivery_timeout_ms`; queued ones are
+        removed from their queues. In-flight ones stay muted until their response."""
+        limit = self.config.delivery_timeout_ms
+        out: list[ProducerBatch] = []
+        for queue in self.queues.values():
+            while queue and now_ms - queue[0].created_ms >= limit:
+                out.append(queue.popleft())
+        for batch in self.in_flight:
+            if batch.state is not BatchState.DONE and now_ms - batch.created_ms >= limit:
+                out.append(batch)
+        return out
+
+    def next_expiry_ms(self) -> float:
+        oldest = math.inf
+        for queue in self.queues.values():
+            if queue:
+                oldest = min(oldest, queue[0].created_ms)
+        for batch in self.in_flight:
+            if batch.state is not BatchState.DONE:
+                oldest = min(oldest, batch.created_ms)
+        return oldest + self.config.delivery_timeout_ms
+
+    def abandon_all(self) -> list[ProducerBatch]:
+        """Every unfinished batch, removed from the queues (a forced close)."""
+        out = [b for b in self.incomplete if b.state is not BatchState.DONE]
+        for queue in self.queues.values():
+            queue.clear()
+        return out
+
+
+# --- the producer (Trio) ------------------------------------------------------------------
+
+
+def _to_bytes(data: bytes | bytearray | memoryview | str | None) -> bytes | None:
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"expected bytes, str or None, got {type(data).__name__}")
+
+
+def parse_acks(acks: int | str) -> int:
+    """Kafka's acks values: 0, 1, all / -1."""
+    if isinstance(acks, str):
+        text = acks.strip().lower()
+        if text == "all":
+            return -1
+        try:
+            acks = int(text)
+        except ValueError:
+            raise ValueError(f"acks must be 0, 1 or all, not {acks!r}") from None
+    if acks not in (0, 1, -1):
+        raise ValueError(f"acks must be 0, 1 or all, not {acks!r}")
+    return acks
+
+
+def parse_compression(name: str | Codec) -> Codec:
+    if isinstance(name, Codec):
+        return name
+    try:
+        return _CODECS[name.strip().lower()]
+    except KeyError:
+        raise ValueError(
+            f"compression_type must be one of {', '.join(_CODECS)}, not {name!r}"
+        ) from None
+
+
+class Producer:
+    """Build with `open_producer()`; see the module docstring for how it works."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        bootstrap: str | Iterable[str],
+        *,
+        acks: int | str = 1,
+        batch_size: int = 16_384,
+        linger_ms: float = 0,
+        max_request_size: int = 1_048_576,
+        compression_type: str | Codec = "none",
+        retries: int = 2_147_483_647,
+        retry_backoff_ms: float = 100,
+        delivery_timeout_ms: float = 120_000,
+        request_timeout_ms: float = 30_000,
+        max_in_flight_requests_per_connection: int = 5,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: float = 60_000,
+        metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
+        partitioner: DefaultPartitioner | None = None,
+    ) -> None:
+        if delivery_timeout_ms < linger_ms + request_timeout_ms:
+            raise ValueError(
+                "delivery_timeout_ms should be equal to or larger than linger_ms + "
+                "request_timeout_ms (as Kafka requires)"
+            )
+        if batch_size <= 0 or max_request_size <= 0 or buffer_memory <= 0:
+            raise ValueError("batch_size, max_request_size and buffer_memory must be positive")
+        if max_in_flight_requests_per_connection < 1:
+            raise ValueError("max_in_flight_requests_per_connection must be at least 1")
+        self.acks = parse_acks(acks)
+        self.codec = parse_compression(compression_type)
+        self.max_request_size = max_request_size
+        self.retries = retries
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight_requests_per_connection
+        self.max_block_ms = max_block_ms
+        self.buffer_memory = buffer_memory
+        self.accumulator = RecordAccumulator(
+            AccumulatorConfig(
+                batch_size=batch_size,
+                linger_ms=linger_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                delivery_timeout_ms=delivery_timeout_ms,
+                buffer_memory=buffer_memory,
+                codec=self.codec,
+            )
+        )
+        self.metadata = Metadata(
+            pool,
+            bootstrap,
+            max_age_ms=int(metadata_max_age_ms),
+            retry_backoff_ms=int(retry_backoff_ms),
+            request_timeout_ms=int(request_timeout_ms),
+        )
+        self.partitioner = partitioner or DefaultPartitioner()
+        self._pool = pool
+        self._nursery: trio.Nursery | None = None
+        self._in_flight_per_node: dict[int, int] = {}
+        self._wakeup = trio.Event()
+        self._memory_freed = trio.Event()
+        self._closed = False
+        self._sender_done = trio.Event()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Bootstrap (raises `NoBrokersAvailableError` if nobody answers), start tasks."""
+        await self.metadata.refresh()
+        self._nursery = nursery
+        await nursery.start(self.metadata.run)
+        nursery.start_soon(self._wake_on_metadata)
+        nursery.start_soon(self._sender_loop)
+
+    async def flush(self) -> None:
+        """Send everything buffered now (ignoring linger) and wait until every record sent
+        before this call is acknowledged or failed."""
+        acc = self.accumulator
+        acc.flushes_in_progress += 1
+        self._wake()
+        try:
+            for batch in list(acc.incomplete):
+                await batch.done.wait()
+        finally:
+            acc.flushes_in_progress -= 1
+
+    async def aclose(self) -> None:
+        """Refuse new records, deliver the buffered ones (flush), stop. Idempotent."""
+        if self._closed:
+            await self._sender_done.wait()
+            return
+        self._closed = True
+        self.accumulator.closing = True
+        self._wake()
+        await self._sender_done.wait()
+
+    def abort(self, reason: str = "the producer was closed before delivering") -> None:
+        """Fail every unfinished record now (a close that cannot wait)."""
+        self._closed = True
+        self.accumulator.closing = True
+        for batch in self.accumulator.abandon_all():
+            self._finish(batch, error=ProducerClosedError(reason))
+        self._wake()
+
+    # --- sending ---------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes | str]] = (),
+        timestamp_ms: int | None = None,
+    ) -> DeliveryHandle:
+        """Queue one record; returns a handle to `await` for its `RecordMetadata`.
+
+        Waits only when it must: for the topic's metadata the first time, and while the
+        buffer is full (both at most `max_block_ms`). Raises `UnknownTopicError`,
+        `InvalidPartitionError`, `RecordTooLargeError`, `ProducerTimeoutError`,
+        `NoBrokersAvailableError`, or `ProducerClosedError` after `aclose()`.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._closed:
+            raise ProducerClosedError("cannot send: the producer is closed")
+        key_bytes = key if key is None or type(key) is bytes else _to_bytes(key)
+        value_bytes = value if value is None or type(value) is bytes else _to_bytes(value)
+        size = RECORD_OVERHEAD
+        if key_bytes:
+            size += len(key_bytes)
+        if value_bytes:
+            size += len(value_bytes)
+        header_list: Sequence[tuple[str, bytes]] = ()
+        if headers:
+            header_list = [(str(name), _to_bytes(data) or b"") for name, data in headers]
+            size += sum(len(name) + len(data) + 4 for name, data in header_list)
+        if size + BATCH_OVERHEAD > self.max_request_size or size > self.buffer_memory:
+            raise RecordTooLargeError(
+                f"the record is {size + BATCH_OVERHEAD} bytes when serialized, larger than "
+                f"max_request_size ({self.max_request_size}) or buffer_memory "
+                f"({self.buffer_memory})"
+            )
+        cluster = self.metadata.cluster
+        partitions = cluster.partitions_for(topic)
+        if partitions is None:
+            partitions = await self._wait_for_topic(topic)
+            cluster = self.metadata.cluster
+        num_partitions = len(partitions)
+        if partition is not None and not 0 <= partition < num_partitions:
+            raise InvalidPartitionError(
+                f"partition {partition} is not in topic '{topic}', which has "
+                f"{num_partitions} partition(s)"
+            )
+        acc = self.accumulator
+        if acc.used_bytes + size > self.buffer_memory:
+            await self._wait_for_memory(size)
+        if self._closed:  # closed while we waited for metadata or memory
+            raise ProducerClosedError("cannot send: the producer is closed")
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        record = Record(key_bytes, value_bytes, timestamp_ms, header_list)
+        if partition is not None:
+            chosen = partition
+        elif key_bytes is not None:
+            chosen = partition_for_key(key_bytes, num_partitions)
+        else:
+            available = cluster.available_partitions(topic)
+            chosen = self.partitioner.partition(topic, None, num_partitions, available)
+        tp = TopicPartition(topic, chosen)
+        result = acc.try_append(tp, record, size)
+        if result is None:
+            if partition is None and key_bytes is None:
+                # KIP-480: the sticky partition's batch is closed: move on before opening one.
+                available = cluster.available_partitions(topic)
+                chosen = self.partitioner.on_new_batch(topic, chosen, num_partitions, available)
+                tp = TopicPartition(topic, chosen)
+            result = acc.append(tp, record, size, _now_ms())
+        if result.new_batch or result.batch_full:
+            self._wakeup.set()
+        return result.handle
+
+    async def _wait_for_topic(self, topic: str) -> list[int]:
+        try:
+            return await self.metadata.partitions_or_error(topic, self.max_block_ms / 1000)
+        except UnknownTopicError:
+            self.metadata.remove_topics(topic)
+            raise
+        except trio.TooSlowError:
+            raise ProducerTimeoutError(
+                f"topic '{topic}' not present in metadata after {self.max_block_ms:g} ms"
+            ) from None
+
+    async def _wait_for_memory(self, size: int) -> None:
+        acc = self.accumulator
+        acc.memory_waiters += 1
+        self._wake()  # everything becomes sendable while someone waits for memory
+        try:
+            with trio.move_on_after(self.max_block_ms / 1000):
+                while acc.used_bytes + size > self.buffer_memory:
+                    await self._memory_freed.wait()
+                return
+        finally:
+            acc.memory_waiters -= 1
+        raise ProducerTimeoutError(
+            f"failed to allocate {size} bytes of buffer memory within {self.max_block_ms:g} ms"
+        )
+
+    # --- the sender ------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    async def _wake_on_metadata(self) -> None:
+        while True:
+            await self.metadata.wait_for_update()
+            self._wake()
+
+    async def _sender_loop(self) -> None:
+        try:
+            await self._run_sender()
+        except BaseException as exc:
+            # A bug or a cancellation: nobody may wait forever for a record's outcome.
+            if not isinstance(exc, trio.Cancelled):
+                log.exception("the producer's sender failed")
+            for batch in self.accumulator.abandon_all():
+                self._finish(batch, error=ProducerClosedError(f"the sender stopped: {exc!r}"))
+            raise
+        finally:
+            self._sender_done.set()
+
+    async def _run_sender(self) -> None:
+        acc = self.accumulator
+        assert self._nursery is not None
+        while True:
+            self._wakeup = trio.Event()
+            now = _now_ms()
+            for batch in acc.expired(now):
+                self._expire(batch, now)
+            if acc.closing and not acc.incomplete:
+                return
+            cluster = self.metadata.cluster
+            check = acc.ready(cluster, now)
+            if check.unknown_leaders:
+                self.metadata.add_topics(*check.unknown_leaders)
+                self.metadata.request_update()
+            for node in sorted(check.nodes):
+                if self._in_flight_per_node.get(node, 0) >= self.max_in_flight:
+                    continue
+                broker = cluster.broker(node)
+                if broker is None:
+                    continue
+                batches = acc.drain(cluster, node, self.max_request_size, now)
+                if batches:
+                    self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
+                    self._nursery.start_soon(self._send_request, node, broker.address, batches)
+            wake_at = min(check.next_check_ms, acc.next_expiry_ms())
+            if wake_at == math.inf:
+                await self._wakeup.wait()
+            else:
+                with trio.move_on_after(sleep_seconds(wake_at - _now_ms())):
+                    await self._wakeup.wait()
+
+    def _build_request(self, batches: list[ProducerBatch]) -> m.ProduceRequest:
+        by_topic: dict[str, list[m.ProducePartition]] = {}
+        for batch in batches:
+            by_topic.setdefault(batch.tp.topic, []).append(
+                m.ProducePartition(partition=batch.tp.partition, records=batch.encode(self.codec))
+            )
+        return m.ProduceRequest(
+            acks=self.acks,
+            timeout_ms=int(self.request_timeout_ms),
+            topics=[
+                m.ProduceTopic(name=name, partitions=parts) for name, parts in by_topic.items()
+            ],
+        )
+
+    async def _send_request(
+        self, node: int, address: tuple[str, int], batches: list[ProducerBatch]
+    ) -> None:
+        try:
+            request = self._build_request(batches)
+            if self.acks == 0:
+                connection = await self._pool.get(*address)
+                await connection.send_no_response(request)
+                for batch in batches:
+                    self._finish(batch, base_offset=-1)
+                return
+            timeout_s = (self.request_timeout_ms + REQUEST_TIMEOUT_MARGIN_MS) / 1000
+            response = await self._pool.request(*address, request, timeout_s=timeout_s)
+            self._handle_response(batches, response)
+        except TributaryError as exc:  # connection failure or a request-level error
+            if isinstance(exc, BrokerConnectionError):
+                log.info("produce to broker %d failed: %s", node, exc)
+                self.metadata.request_update()
+            for batch in batches:
+                self._retry_or_fail(batch, exc.code, exc)
+        except Exception as exc:  # a bug: fail these records rather than hang them
+            log.exception("producing to broker %d failed", node)
+            for batch in batches:
+                self._finish(batch, error=exc)
+        finally:
+            self._in_flight_per_node[node] -= 1
+            self._wake()
+
+    def _handle_response(self, batches: list[ProducerBatch], response: m.ProduceResponse) -> None:
+        answers = {
+            (topic.name, part.partition): part
+            for topic in response.topics
+            for part in topic.partitions
+        }
+        for batch in batches:
+            answer = answers.get(batch.tp)
+            if answer is None:
+                error = TributaryError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, f"the response did not mention {batch.tp}"
+                )
+                self._finish(batch, error=error)
+                continue
+            code = ErrorCode.from_code(answer.error_code)
+            if code is ErrorCode.NONE:
+                self._finish(
+                    batch, base_offset=answer.base_offset, log_append_time=answer.log_append_time_ms
+                )
+            else:
+                self._retry_or_fail(batch, code, TributaryError(code, answer.error_message))
+
+    def _retry_or_fail(self, batch: ProducerBatch, code: ErrorCode, error: TributaryError) -> None:
+        now = _now_ms()
+        if batch.state is BatchState.DONE:  # expired while in flight
+            self.accumulator.release(batch)
+            return
+        retriable = error.retriable
+        in_time = now - batch.created_ms < self.accumulator.config.delivery_timeout_ms
+        if retriable and batch.attempts < self.retries and in_time:
+            log.info(
+                "retrying %d record(s) for %s (attempt %d) after %s",
+                batch.record_count,
+                batch.tp,
+                batch.attempts + 1,
+                error,
+            )
+            if code in _STALE_METADATA_ERRORS:
+                self.metadata.request_update()
+            batch.last_error = error
+            self.accumulator.reenqueue(batch, now)
+            return
+        if retriable and not in_time:
+            self._expire(batch, now, cause=error)
+            return
+        log.warning("failed to deliver %d record(s) to %s: %s", batch.record_count, batch.tp, error)
+        self._finish(batch, error=error)
+
+    def _expire(self, batch: ProducerBatch, now: float, cause: BaseException | None = None) -> None:
+        waited = now - batch.created_ms
+        cause = cause or batch.last_error
+        error = DeliveryTimeoutError(
+            f"Expiring {batch.record_count} record(s) for {batch.tp}: {waited:.0f} ms has "
+            "passed since batch creation" + (f" (last error: {cause})" if cause is not None else "")
+        )
+        if batch.state is BatchState.IN_FLIGHT:
+            batch.fail(error)  # released (and unmuted) when its response arrives
+            return
+        self._finish(batch, error=error)
+
+    def _finish(
+        self,
+        batch: ProducerBatch,
+        *,
+        base_offset: int = -1,
+        log_append_time: int = -1,
+        error: BaseException | None = None,
+    ) -> None:
+        if error is None:
+            batch.complete(base_offset, log_append_time)
+        else:
+            batch.fail(error)
+        self.accumulator.release(batch)
+        self._memory_freed.set()
+        self._memory_freed = trio.Event()
+
+
+def _now_ms() -> float:
+    return trio.current_time() * 1000
+
+
+@asynccontextmanager
+async def open_producer(
+    bootstrap: str | Iterable[str], *, client_id: str | None = "tributary-producer", **config: Any
+) -> AsyncIterator[Producer]:
+    """A started producer; leaving the block flushes and closes it.
+
+    `config` takes `Producer`'s keyword arguments (Kafka's names in snake_case). Raises
+    `NoBrokersAvailableError` at once when no bootstrap broker answers.
+    """
+    async with open_connection_pool(client_id=client_id) as pool, open_client_nursery() as nursery:
+        producer = Producer(pool, bootstrap, **config)
+        await producer.start(nursery)
+        try:
+            yield producer
+        except BaseException:
+            producer.abort("the producer's block raised before the records were delivered")
+            raise
+        else:
+            await producer.aclose()
+        finally:
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,72 @@
+"""The synchronous facades (client/sync.py) against a fake cluster in another thread."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.metadata import NoBrokersAvailableError, UnknownTopicError
+from client.producer import RecordMetadata
+from client.protocol.types import TopicPartition
+from client.sync import SyncAdmin, SyncConsumer, SyncProducer
+from tests.support.fake_broker import FakeClusterThread
+
+
+@pytest.fixture
+def fake():
+    runner = FakeClusterThread(2)
+    with runner:
+        yield runner
+
+
+def test_admin_producer_consumer_round_trip(fake):
+    cluster = fake.cluster
+    with SyncAdmin(cluster.bootstrap) as admin:
+        admin.create_topic("t", 2, 2)
+        assert admin.list_topics() == ["t"]
+        assert admin.describe_cluster().controller_id == 1
+
+    with SyncProducer(cluster.bootstrap, linger_ms=2, acks="all") as producer:
+        handles = [producer.send("t", f"v{i}", key=f"k{i % 3}") for i in range(30)]
+        producer.flush()
+        assert all(h.done() for h in handles)
+        first = handles[0].get(timeout=5)
+        assert isinstance(first, RecordMetadata) and first.topic == "t"
+        with pytest.raises(UnknownTopicError):
+            producer.send("missing", b"v")
+
+    with SyncConsumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        partitions = [TopicPartition("t", p) for p in consumer.partitions_for("t")]
+        consumer.assign(partitions)
+        assert consumer.assignment() == set(partitions)
+        seen = []
+        for record in consumer:
+            seen.append(record.value)
+            if len(seen) == 30:
+                break
+        assert sorted(seen) == sorted(f"v{i}".encode() for i in range(30))
+        ends = consumer.end_offsets(partitions)
+        assert sum(ends.values()) == 30
+        consumer.seek_to_beginning()
+        assert [consumer.position(tp) for tp in partitions] == [0, 0]
+        busiest = max(partitions, key=lambda tp: ends[tp])
+        consumer.assign([busiest])
+        consumer.seek(busiest, 1)
+        assert consumer.poll(2_000)[0].offset == 1
+
+
+def test_closing_flushes_and_later_calls_fail(fake):
+    fake.call(fake.cluster.create_topic, "t", 1)
+    producer = SyncProducer(fake.cluster.bootstrap, linger_ms=60_000)
+    handle = producer.send("t", b"v")
+    producer.close()  # flushes: no waiting for the 60 s linger
+    assert handle.get(timeout=1).offset == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        producer.send("t", b"late")
+    assert fake.call(fake.cluster.values, ("t", 0)) == [b"v"]
+
+
+def test_an_unreachable_cluster_raises_from_the_constructor():
+    with pytest.raises(NoBrokersAvailableError, match="cannot reach any broker at"):
+        SyncProducer("127.0.0.1:1")
+    with pytest.raises(NoBrokersAvailableError):
+        SyncAdmin("127.0.0.1:1")
