@@ -156,11 +156,11 @@ class LocalCluster:
             return self.state
         if self.state is not None:
             # Some processes are gone: start exactly those again, with the same ports.
-            for info in list(self.state.processes):
-                if not process_alive(info.pid):
-                    self._start_process(info)
+            restarted = [p for p in self.state.processes if not process_alive(p.pid)]
+            for info in restarted:
+                self._start_process(info)
             self.state.save()
-            self.wait_ready(timeout_s)
+            self.wait_ready(timeout_s, started=restarted)
             return self.state
         self.directory.mkdir(parents=True, exist_ok=True)
         taken: set[int] = set()
@@ -283,9 +283,20 @@ class LocalCluster:
         client.start(timeout=10)
         return client
 
-    def wait_ready(self, timeout_s: float = 60.0, *, require_controller: bool = True) -> None:
-        """Until every running broker is registered and (if any run) a controller is active."""
+    def wait_ready(
+        self,
+        timeout_s: float = 60.0,
+        *,
+        require_controller: bool = True,
+        started: list[ProcessInfo] | None = None,
+    ) -> None:
+        """Until every running broker is registered and (if any run) a controller is active.
+
+        A process in `started` (default: all) that dies meanwhile is reported with the
+        last line of its log; others may be down on purpose (a test killed them).
+        """
         state = self._require_state()
+        watched = list(state.processes if started is None else started)
         deadline = time.monotonic() + timeout_s
         zk_info = state.zookeeper()
         while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
@@ -295,6 +306,7 @@ class LocalCluster:
         client = self._zk()
         try:
             while True:
+                self._raise_if_died(watched)
                 problem = self._readiness_problem(client, require_controller)
                 if problem is None:
                     return
@@ -305,38 +317,25 @@ class LocalCluster:
             client.stop()
             client.close()
 
+    def _raise_if_died(self, watched: list[ProcessInfo]) -> None:
+        for info in watched:
+            if info.role != "zookeeper" and info.pid is not None and not process_alive(info.pid):
+                raise LauncherError(
+                    f"{info.name} exited; see {info.log_path}: {self._last_line(info)}"
+                )
+
     def _readiness_problem(self, client, require_controller: bool) -> str | None:
         state = self._require_state()
         registered = (
             set(client.get_children("/brokers/ids")) if client.exists("/brokers/ids") else set()
         )
         for broker in state.brokers():
-            if _pid_state(broker.pid) == "stopped":
-                if broker.pid is not None and self._exited_early(broker):
-                    raise LauncherError(
-                        f"broker {broker.id} exited; see {broker.log_path}: "
-                        f"{self._last_line(broker)}"
-                    )
-                continue
-            if str(broker.id) not in registered:
+            if _pid_state(broker.pid) != "stopped" and str(broker.id) not in registered:
                 return f"broker {broker.id} not registered (log: {broker.log_path})"
         controllers = [c for c in state.controllers() if _pid_state(c.pid) != "stopped"]
         if require_controller and controllers and client.exists("/controller") is None:
             return "no active controller yet"
-        for controller in state.controllers():
-            if (
-                controller.pid is not None
-                and _pid_state(controller.pid) == "stopped"
-                and self._exited_early(controller)
-            ):
-                raise LauncherError(
-                    f"controller {controller.id} exited; see {controller.log_path}: "
-                    f"{self._last_line(controller)}"
-                )
         return None
-
-    def _exited_early(self, info: ProcessInfo) -> bool:
-        return info.pid is not None and not process_alive(info.pid)
 
     @staticmethod
     def _last_line(info: ProcessInfo) -> str:
@@ -385,7 +384,7 @@ class LocalCluster:
         self._write_config(info)
         self._start_process(info)
         self.state.save()
-        self.wait_ready(timeout_s, require_controller=False)
+        self.wait_ready(timeout_s, require_controller=False, started=[info])
         return info
 
     def _wait_exit(self, info: ProcessInfo, timeout_s: float) -> bool:

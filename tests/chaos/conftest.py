@@ -1,0 +1,1 @@
+from tests.integration.conftest import start_cluster  # noqa: F401  (the same fixture)
