@@ -148,7 +148,16 @@ class BrokerServer:
         missing = sorted(t for t in topics if t not in self.topic_configs)
         if not missing:
             return
-        results = await self.zk.get_many([zkdata.topic_config_path(t) for t in missing])
+        try:
+            results = await self.zk.get_many([zkdata.topic_config_path(t) for t in missing])
+        except Exception as exc:  # ZooKeeper unreachable: defaults now, retried next time
+            log.warning(
+                "cannot read topic configs of %s (%s); using broker defaults until the next "
+                "LeaderAndIsr for them",
+                ", ".join(missing),
+                exc,
+            )
+            return
         for topic, result in zip(missing, results, strict=True):
             overrides = {}
             if result is not None:
@@ -509,9 +518,16 @@ class BrokerServer:
             return
         retries = self.config["controlled.shutdown.max.retries"]
         backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        # Each attempt is bounded: a controller or ZooKeeper that is gone must not keep
+        # the broker from exiting.
+        attempt_timeout = self.config["request.timeout.ms"] / 1000 + 5
         for attempt in range(1, retries + 1):
             try:
-                remaining = await self._ask_controller_to_shut_down()
+                remaining = None
+                with trio.move_on_after(attempt_timeout) as scope:
+                    remaining = await self._ask_controller_to_shut_down()
+                if scope.cancelled_caught:
+                    raise BrokerConnectionError(f"no answer within {attempt_timeout:.0f}s")
             except (BrokerConnectionError, TributaryError, ProtocolError, OSError) as exc:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt, exc)
                 remaining = None

@@ -108,15 +108,18 @@ class ZkClient:
         timeout = self.connection_timeout_ms / 1000
         await trio.to_thread.run_sync(lambda: self._kazoo.start(timeout=timeout))
 
-    async def stop(self) -> None:
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """Close the session (its ephemeral znodes go at once). Bounded: with ZooKeeper
+        gone, kazoo could otherwise wait a long time; the thread is then abandoned."""
+
         def close() -> None:
             try:
                 self._kazoo.stop()
             finally:
                 self._kazoo.close()
 
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(close)
+        with trio.CancelScope(shield=True), trio.move_on_after(timeout_s):
+            await trio.to_thread.run_sync(close, abandon_on_cancel=True)
 
     def _hand_to_trio(self, send, item) -> None:
         token = self._token

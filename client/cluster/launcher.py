@@ -397,26 +397,25 @@ class LocalCluster:
         return True
 
     def down(self, timeout_s: float = STOP_TIMEOUT_S) -> list[str]:
-        """Stop everything by pid: brokers (controlled), controllers, then ZooKeeper."""
+        """Stop everything by pid: brokers (controlled shutdown, all at once, while the
+        controller and ZooKeeper they need are still up), then controllers, then
+        ZooKeeper. Whatever does not exit in time is killed."""
         if self.state is None:
             return []
-        stopped = []
-        order = self.state.brokers() + self.state.controllers() + [self.state.zookeeper()]
-        # Brokers first, all at once, so their controlled shutdowns overlap.
-        for info in order:
-            if info is not None and process_alive(info.pid):
+        stopped: list[str] = []
+        zookeeper = self.state.zookeeper()
+        for group in (self.state.brokers(), self.state.controllers(), [zookeeper]):
+            group = [p for p in group if p is not None and process_alive(p.pid)]
+            for info in group:
                 if _pid_state(info.pid) == "paused":
-                    os.kill(info.pid, signal.SIGCONT)
+                    os.kill(info.pid, signal.SIGCONT)  # a stopped process cannot exit
                 os.kill(info.pid, signal.SIGTERM)
                 stopped.append(info.name)
-                if info.role != "broker":
-                    self._wait_or_kill(info, 10)
-        for info in self.state.brokers():
-            self._wait_or_kill(info, timeout_s)
-        for info in order:
-            if info is not None:
-                self._wait_or_kill(info, 5)
-                info.pid = None
+            deadline = time.monotonic() + timeout_s
+            for info in group:
+                self._wait_or_kill(info, max(0.0, deadline - time.monotonic()))
+        for info in self.state.processes:
+            info.pid = None
         self.state.save()
         return stopped
 

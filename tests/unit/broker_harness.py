@@ -43,6 +43,7 @@ def make_server(log_dir: Path, **overrides) -> BrokerServer:
 
 
 async def make_leader(server: BrokerServer, partitions: int = 1) -> None:
+    server.topic_configs[TOPIC] = server.default_log_config  # no ZooKeeper to read it from
     await server.handlers.leader_and_isr(
         m.LeaderAndIsrRequest(
             controller_id=1000,
