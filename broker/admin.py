@@ -291,6 +291,40 @@ class AdminHandlers:
                 except NodeExistsError:
                     await trio.sleep(0.1)  # another election is being processed
 
+    # -- DescribeConfigs --------------------------------------------------------------------
+    async def describe_configs(self, request: m.DescribeConfigsRequest):
+        defaults = self.server.default_log_config.to_properties()
+        results = []
+        for resource in request.resources:
+            name = resource.resource_name
+            if resource.resource_type != m.TOPIC_RESOURCE:
+                results.append(
+                    _configs_result(resource, ErrorCode.INVALID_REQUEST, "only topic configs")
+                )
+                continue
+            if await self.zk.exists(zkdata.topic_path(name)) is None:
+                results.append(
+                    _configs_result(
+                        resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
+                    )
+                )
+                continue
+            data = await self.zk.get_or_none(zkdata.topic_config_path(name))
+            overrides = zkdata.decode_topic_config(name, data[0]) if data else {}
+            keys = resource.configuration_keys or sorted(set(defaults) | set(overrides))
+            configs = [
+                m.DescribeConfigsResult(
+                    name=key,
+                    value=overrides.get(key, defaults.get(key)),
+                    read_only=False,
+                    is_default=key not in overrides,
+                )
+                for key in keys
+                if key in overrides or key in defaults
+            ]
+            results.append(_configs_result(resource, ErrorCode.NONE, None, configs))
+        return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
     # -- reassignments ------------------------------------------------------------------
     async def alter_partition_reassignments(self, request: m.AlterPartitionReassignmentsRequest):
         plan: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -397,6 +431,21 @@ def _create_result(
         error_message=message,
         num_partitions=partitions,
         replication_factor=rf,
+    )
+
+
+def _configs_result(
+    resource: m.DescribeConfigsResource,
+    code: ErrorCode,
+    message: str | None,
+    configs: list[m.DescribeConfigsResult] | None = None,
+) -> m.DescribeConfigsResponseResource:
+    return m.DescribeConfigsResponseResource(
+        error_code=code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=configs or [],
     )
 
 

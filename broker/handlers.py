@@ -52,6 +52,7 @@ class RequestHandlers:
             ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
             ApiKey.CREATE_TOPICS: server.admin.create_topics,
             ApiKey.DELETE_TOPICS: server.admin.delete_topics,
+            ApiKey.DESCRIBE_CONFIGS: server.admin.describe_configs,
             ApiKey.ELECT_LEADERS: server.admin.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: server.admin.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: server.admin.list_partition_reassignments,

@@ -75,7 +75,7 @@ class TopicDescription:
     name: str
     is_internal: bool
     partitions: list[PartitionDescription]
-    configs: dict[str, str] | None = None  # None: the protocol has no DescribeConfigs yet
+    configs: dict[str, str] | None = None  # the topic's overrides (None: not asked for)
 
     @property
     def replication_factor(self) -> int:
@@ -268,7 +268,35 @@ class Admin:
                 for _, p in sorted(info.partitions.items())
             ]
             out.append(TopicDescription(name, info.is_internal, partitions))
+        if out:
+            overrides = await self.describe_configs([t.name for t in out], overrides_only=True)
+            out = [
+                TopicDescription(t.name, t.is_internal, t.partitions, overrides.get(t.name))
+                for t in out
+            ]
         return out
+
+    async def describe_configs(
+        self, topics: Iterable[str], *, overrides_only: bool = False
+    ) -> dict[str, dict[str, str]]:
+        """Topic configs by topic: every effective value, or only the topic's overrides
+        (as `kafka-topics --describe` prints them). Unknown topics are left out."""
+        request = m.DescribeConfigsRequest(
+            resources=[
+                m.DescribeConfigsResource(resource_type=m.TOPIC_RESOURCE, resource_name=t)
+                for t in topics
+            ]
+        )
+        response = await self._request_any(request)
+        return {
+            r.resource_name: {
+                c.name: c.value
+                for c in r.configs
+                if c.value is not None and not (overrides_only and c.is_default)
+            }
+            for r in response.results
+            if r.error_code == ErrorCode.NONE
+        }
 
     async def describe_cluster(self) -> ClusterDescription:
         cluster = await self._fresh_cluster()

@@ -535,6 +535,49 @@ class DescribeLogDirsResponse:
     results: list[DescribeLogDirsResult]
 
 
+# --- DescribeConfigs (32) ------------------------------------------------------------------
+
+# Resource types (Kafka's ConfigResource.Type).
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@struct
+class DescribeConfigsResource:
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None = None  # None = every key
+
+
+@struct
+class DescribeConfigsRequest:
+    resources: list[DescribeConfigsResource]
+
+
+@struct
+class DescribeConfigsResult:
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    is_sensitive: bool = False
+
+
+@struct
+class DescribeConfigsResponseResource:
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: list[DescribeConfigsResult]
+
+
+@struct
+class DescribeConfigsResponse:
+    throttle_time_ms: int
+    results: list[DescribeConfigsResponseResource]
+
+
 # --- ElectLeaders (43) ---------------------------------------------------------------------
 
 
@@ -938,6 +981,7 @@ REGISTRY = ApiRegistry(
         (ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse),
         (ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        (ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
         (ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse),
         (ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
         (

@@ -739,6 +739,26 @@ class FakeCluster:
         self._notify()
         return m.DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
+    def _api_describe_configs(self, broker: FakeBroker, request: m.DescribeConfigsRequest) -> Any:
+        results = []
+        for resource in request.resources:
+            configs = self.configs.get(resource.resource_name)
+            results.append(
+                m.DescribeConfigsResponseResource(
+                    error_code=ErrorCode.NONE
+                    if configs is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=[
+                        m.DescribeConfigsResult(name=k, value=v, read_only=False, is_default=False)
+                        for k, v in sorted((configs or {}).items())
+                    ],
+                )
+            )
+        return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
     def _api_elect_leaders(self, broker: FakeBroker, request: m.ElectLeadersRequest) -> Any:
         if request.topic_partitions is None:
             wanted = [(t, p) for t, parts in self.topics.items() for p in parts]

@@ -75,7 +75,7 @@ def test_topics_create_list_describe_delete(run, fake):
     code, out, _ = run("topics", "describe", "orders")
     assert code == 0
     assert out.splitlines() == [
-        "Topic: orders\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: ",
+        "Topic: orders\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: retention.ms=60000",
         "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tLeaderEpoch: 0",
         "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2,3\tLeaderEpoch: 0",
     ]
