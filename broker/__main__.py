@@ -5,38 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-import trio
-
-from broker.config import BrokerConfig
-from broker.server import run_broker
-from client.logging_setup import configure_logging
-from client.properties import ConfigError, parse_overrides
+from client.server_main import add_server_arguments, run_server
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="a broker properties file (Kafka's server.properties)")
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set one property (repeatable), e.g. --override broker.id=1",
-    )
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+    add_server_arguments(parser, "broker", "broker.id=1")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = BrokerConfig.load(args.config, parse_overrides(args.override))
-    except ConfigError as exc:
-        print(f"error: bad broker configuration: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(f"broker-{config.broker_id}", args.log_level)
-    try:
-        trio.run(run_broker, config)
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    from broker.config import BrokerConfig
+    from broker.server import run_broker
+
+    return run_server(
+        args,
+        what="broker",
+        make_config=BrokerConfig,
+        log_name=lambda config: f"broker-{config.broker_id}",
+        serve=run_broker,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

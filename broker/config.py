@@ -19,9 +19,9 @@ from client.properties import (
     ConfigError,
     ConfigKey,
     at_least,
+    load_properties,
     one_of,
     parse_listeners,
-    read_properties,
 )
 
 DAY_MS = 24 * 3600 * 1000
@@ -163,11 +163,7 @@ class BrokerConfig:
     def load(
         cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
     ) -> BrokerConfig:
-        values: dict[str, str] = {}
-        if path is not None:
-            values.update(read_properties(path))
-        values.update(overrides or {})
-        return cls(values)
+        return cls(load_properties(path, overrides))
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

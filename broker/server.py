@@ -25,7 +25,6 @@ import json
 import logging
 import math
 import os
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -55,6 +54,7 @@ from client.connection import BrokerConnectionError, open_connection
 from client.protocol import messages as m
 from client.protocol import zkdata
 from client.protocol.errors import ErrorCode, ProtocolError, TributaryError
+from client.server_main import call_on_termination
 from client.zk import NodeExistsError, NoNodeError, ZkClient, is_connected, is_lost
 
 log = logging.getLogger(__name__)
@@ -570,14 +570,6 @@ async def run_broker(config: BrokerConfig) -> None:
     """Run until SIGTERM/SIGINT (controlled shutdown) or a fatal error."""
     server = BrokerServer(config)
     async with trio.open_nursery() as nursery:
-
-        async def watch_signals() -> None:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    log.info("received %s: controlled shutdown", signal.Signals(signum).name)
-                    server.shutdown()
-                    return
-
-        nursery.start_soon(watch_signals)
+        nursery.start_soon(call_on_termination, server.shutdown, "controlled shutdown")
         await server.run()
         nursery.cancel_scope.cancel()

@@ -131,6 +131,17 @@ def read_properties(path: str | Path) -> dict[str, str]:
     return result
 
 
+def load_properties(
+    path: str | Path | None = None, overrides: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A properties file's values (if a path is given) updated with `overrides`."""
+    values: dict[str, str] = {}
+    if path is not None:
+        values.update(read_properties(path))
+    values.update(overrides or {})
+    return values
+
+
 def write_properties(path: str | Path, values: Mapping[str, Any]) -> None:
     def render(v: Any) -> str:
         if isinstance(v, bool):

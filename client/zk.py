@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 from kazoo.client import KazooClient, KazooState
@@ -208,64 +209,44 @@ class ZkClient:
 
         await trio.to_thread.run_sync(ensure_all)
 
-    # -- batch reads -----------------------------------------------------------------
+    # -- pipelined batches -------------------------------------------------------------
+    def _collect(self, pending: list, on_error: Callable[[Exception], Any]) -> list:
+        """Wait for kazoo async results in order; a failed one becomes `on_error(exc)`."""
+        results = []
+        for item in pending:
+            try:
+                results.append(item.get(timeout=self.session_timeout_ms / 1000))
+            except Exception as exc:  # per item: NoNodeError, BadVersionError...
+                results.append(on_error(exc))
+        return results
+
+    async def _pipelined(self, start: Callable[[], list], on_error: Callable[[Exception], Any]):
+        return await trio.to_thread.run_sync(lambda: self._collect(start(), on_error))
+
     async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
         """Read many znodes pipelined; None where a znode does not exist."""
-
-        def read_all():
-            pending = [self._kazoo.get_async(p) for p in paths]
-            results = []
-            for item in pending:
-                try:
-                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
-                except NoNodeError:
-                    results.append(None)
-            return results
-
-        return await trio.to_thread.run_sync(read_all)
+        return await self._pipelined(
+            lambda: [self._kazoo.get_async(p) for p in paths], _none_if_missing
+        )
 
     async def get_children_many(self, paths: Sequence[str]) -> list[list[str] | None]:
-        def read_all():
-            pending = [self._kazoo.get_children_async(p) for p in paths]
-            results = []
-            for item in pending:
-                try:
-                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
-                except NoNodeError:
-                    results.append(None)
-            return results
-
-        return await trio.to_thread.run_sync(read_all)
+        return await self._pipelined(
+            lambda: [self._kazoo.get_children_async(p) for p in paths], _none_if_missing
+        )
 
     async def set_many(
         self, writes: Sequence[tuple[str, bytes, int]]
     ) -> list[ZnodeStat | Exception]:
         """Pipelined conditional sets: (path, value, version) -> new stat or the error."""
-
-        def write_all():
-            pending = [self._kazoo.set_async(p, v, version=ver) for p, v, ver in writes]
-            results = []
-            for item in pending:
-                try:
-                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
-                except Exception as exc:  # BadVersionError, NoNodeError...: per write
-                    results.append(exc)
-            return results
-
-        return await trio.to_thread.run_sync(write_all)
+        return await self._pipelined(
+            lambda: [self._kazoo.set_async(p, v, version=ver) for p, v, ver in writes],
+            lambda exc: exc,
+        )
 
     async def create_many(self, creates: Sequence[tuple[str, bytes]]) -> list[str | Exception]:
-        def create_all():
-            pending = [self._kazoo.create_async(p, v) for p, v in creates]
-            results = []
-            for item in pending:
-                try:
-                    results.append(item.get(timeout=self.session_timeout_ms / 1000))
-                except Exception as exc:
-                    results.append(exc)
-            return results
-
-        return await trio.to_thread.run_sync(create_all)
+        return await self._pipelined(
+            lambda: [self._kazoo.create_async(p, v) for p, v in creates], lambda exc: exc
+        )
 
     # -- transactions ------------------------------------------------------------------
     async def commit_many(self, transactions: Sequence[Sequence[ZkOp]]) -> list:
@@ -352,6 +333,12 @@ class ZkClient:
 
         await trio.to_thread.run_sync(lambda: DataWatch(self._kazoo, path, on_data))
         return receive
+
+
+def _none_if_missing(exc: Exception) -> None:
+    if isinstance(exc, NoNodeError):
+        return None
+    raise exc
 
 
 async def receive_latest(channel: trio.MemoryReceiveChannel):

@@ -18,8 +18,8 @@ from client.properties import (
     ConfigError,
     ConfigKey,
     at_least,
+    load_properties,
     parse_listener,
-    read_properties,
 )
 
 CONTROLLER_CONFIG = ConfigDef(
@@ -81,11 +81,7 @@ class ControllerConfig:
     def load(
         cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
     ) -> ControllerConfig:
-        values: dict[str, Any] = {}
-        if path is not None:
-            values.update(read_properties(path))
-        values.update(overrides or {})
-        return cls(values)
+        return cls(load_properties(path, overrides))
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

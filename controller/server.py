@@ -22,7 +22,6 @@ state known to be right.
 from __future__ import annotations
 
 import logging
-import signal
 
 import trio
 
@@ -30,6 +29,7 @@ from broker.metrics_http import serve_metrics
 from client.protocol import messages as m
 from client.protocol import zkdata
 from client.protocol.errors import ErrorCode
+from client.server_main import call_on_termination
 from client.zk import ZkClient, is_connected, is_lost
 from controller import events as ev
 from controller import leadership
@@ -313,13 +313,5 @@ async def run_controller(config: ControllerConfig) -> None:
     """Run until SIGTERM/SIGINT."""
     server = ControllerServer(config)
     async with trio.open_nursery() as nursery:
-
-        async def watch_signals() -> None:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    log.info("received %s: stopping", signal.Signals(signum).name)
-                    nursery.cancel_scope.cancel()
-                    return
-
-        nursery.start_soon(watch_signals)
+        nursery.start_soon(call_on_termination, nursery.cancel_scope.cancel, "stopping")
         await server.run()

@@ -1,1 +1,14 @@
-"""Offline analytics over broker segment logs and metrics with PySpark."""
+"""Offline analytics over broker segment logs, events and metrics with PySpark.
+
+- `datasource`: `spark.read.format("tributary").load(dir)`, segment logs as a DataFrame
+  (one row per record, or per batch with `headers_only`); `register(spark)`.
+- `decode`: reading batches out of segment byte ranges (torn tails, live files) into
+  pyarrow columns; `layout`: finding log dirs, partitions, checkpoints, JSON-lines files.
+- `schemas`: the declared schemas of everything read; `events`: the events/metrics readers.
+- `throughput`, `timeline`, `latency`, `audit`: the analytics, all in Spark.
+- `report`: the HTML report and its plots; `session`: the SparkSession; `job`: the job
+  (`tributary analytics`, `spark-submit spark/job.py`).
+
+Only `layout`, `decode` (and `schemas`, `datasource`) run on executors; nothing here
+is imported by the broker or the controller.
+"""

@@ -1,0 +1,67 @@
+"""What the server processes (broker, controller) share at their edges: the command
+line (`--config FILE`, repeatable `--override key=value`, `--log-level`), turning a bad
+configuration or a fatal start-up error into one line and an exit code, and running a
+callback when SIGTERM or SIGINT arrives."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from client.logging_setup import configure_logging
+from client.properties import ConfigError, load_properties, parse_overrides
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, what: str, example: str) -> None:
+    parser.add_argument("--config", help=f"a {what} properties file")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"set one property (repeatable), e.g. --override {example}",
+    )
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+
+
+def run_server(
+    args: argparse.Namespace,
+    *,
+    what: str,
+    make_config: Callable[[dict[str, str]], Any],
+    log_name: Callable[[Any], str],
+    serve: Callable[[Any], Awaitable[None]],
+) -> int:
+    """Load the configuration, set up logging and run `serve(config)` until it returns."""
+    try:
+        config = make_config(load_properties(args.config, parse_overrides(args.override)))
+    except ConfigError as exc:
+        print(f"error: bad {what} configuration: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(log_name(config), args.log_level)
+    try:
+        trio.run(serve, config)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # e.g. ZooKeeper unreachable at start: one line, not a trace
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        logging.getLogger(what).error("%s stopped: %r", what, exc)
+        return 1
+    return 0
+
+
+async def call_on_termination(callback: Callable[[], None], action: str) -> None:
+    """Wait for SIGTERM or SIGINT, log it, call `callback` once."""
+    log = logging.getLogger(__name__)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received %s: %s", signal.Signals(signum).name, action)
+            callback()
+            return

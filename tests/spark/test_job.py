@@ -1,0 +1,154 @@
+"""The analytics job end to end on synthetic logs, events and metrics; the CLI's errors."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from client.cli import main as cli
+from client.protocol.types import TopicPartition
+from spark.job import TABLES
+from spark.latency import broker_intervals
+from tests.spark import synthetic
+
+pytestmark = [
+    pytest.mark.spark,
+    # PySpark 4.3's own pandas conversions warn under pandas 3: noise, not our code.
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
+]
+
+ORDERS0 = TopicPartition("orders", 0)
+ORDERS1 = TopicPartition("orders", 1)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory, spark):
+    """The story of `synthetic.write_events` on three brokers' logs, plus metrics, and a
+    line with a mistyped field that must not change the tables."""
+    from spark.job import run
+
+    root = tmp_path_factory.mktemp("cluster")
+    replicas = synthetic.write_replicas(
+        root,
+        {
+            ORDERS0: synthetic.make_batches(ORDERS0, 24, 5, start_ts=synthetic.T0 + 30_000),
+            ORDERS1: synthetic.make_batches(ORDERS1, 12, 5, start_ts=synthetic.T0 + 60_000),
+        },
+    )
+    synthetic.write_events(root)
+    synthetic.write_metrics(root)
+    with (synthetic.log_dir_of(root, 2) / "events.jsonl").open("a") as out:
+        out.write('{"ts": "yesterday", "broker": 2, "event": "isr_shrink"}\n')
+    out = tmp_path_factory.mktemp("out")
+    result = run(spark, root, out)
+    return replicas, result
+
+
+def _table(result, name) -> pd.DataFrame:
+    return pq.read_table(result.tables[name]).to_pandas()
+
+
+def test_every_table_and_the_report_are_written(job):
+    _, result = job
+    for name in TABLES:
+        assert list(result.tables[name].glob("*.parquet")), name
+    assert result.report.name == "report.html" and result.report.exists()
+    assert (result.out / "throughput.png").stat().st_size > 0
+    assert (result.out / "isr.png").stat().st_size > 0
+    assert (result.out / "latency.png").stat().st_size > 0
+    assert result.audit_status == {"ok": 2}
+
+
+def test_records_per_minute_count_each_offset_once(job):
+    replicas, result = job
+    minutes = _table(result, "throughput_per_minute")
+    per_partition = minutes.groupby("partition")["records"].sum().to_dict()
+    assert per_partition == {0: 120, 1: 60}  # not 3x: three replicas hold each record
+    # orders-0's 24 batches are a second apart from 22:13:50: 10 of them before 22:14:00.
+    first = minutes[minutes["partition"] == 0].sort_values("minute")["records"].tolist()
+    assert first == [50, 70]
+    assert minutes[minutes["partition"] == 0]["bytes"].sum() == replicas.log_bytes[ORDERS0]
+    summary = _table(result, "partitions").set_index("partition")
+    assert (
+        summary.loc[1, "records"] == 60 and summary.loc[1, "bytes"] == replicas.log_bytes[ORDERS1]
+    )
+
+
+def test_isr_changes_leader_changes_and_intervals_are_found(job):
+    _, result = job
+    isr = _table(result, "isr_events")
+    shrinks = isr[(isr["event"] == "isr_shrink") & (isr["source"] == "broker-1")]
+    assert [list(v) for v in shrinks["new_isr"]] == [[1, 2]]
+    assert (isr["event"] == "isr_expand").sum() == 1
+
+    leaders = _table(result, "leader_changes")
+    election = leaders[leaders["reason"] == "offline_election"].iloc[0]
+    assert (election.partition, election.old_leader, election.new_leader) == (1, 2, 3)
+    assert election.leader_epoch == 1
+
+    under = _table(result, "under_replicated_intervals").set_index("partition")
+    assert under.loc[0, "start_ts"] == synthetic.T0 + 10_000
+    assert under.loc[1, "start_ts"] == synthetic.T0 + 20_010
+    assert under["ongoing"].all()
+    assert _table(result, "offline_intervals").empty
+
+    truncations = _table(result, "truncations")
+    assert truncations[["broker", "partition", "records_removed"]].values.tolist() == [[3, 0, 3]]
+
+    timeline = _table(result, "isr_timeline")
+    assert timeline["partition"].notna().all()  # the mistyped line did not sneak in
+
+
+def test_the_report_lists_the_isr_shrink_and_the_leader_change(job):
+    _, result = job
+    page = result.report.read_text()
+    assert "isr_shrink" in page and "isr_expand" in page
+    assert "offline_election" in page
+    assert "Replica consistency audit" in page and ">ok<" in page
+    assert '<img src="latency.png"' in page
+
+
+def test_latency_percentiles_come_from_differences_between_snapshots(job):
+    _, result = job
+    cluster = _table(result, "request_latency_summary").set_index("request")
+    assert cluster.loc["Produce", "p50_ms"] == 1.0 and cluster.loc["Produce", "p99_ms"] == 50.0
+    assert cluster.loc["Fetch", "p99_ms"] == 0.5
+    per_broker = _table(result, "request_latency")
+    produce = per_broker[per_broker["request"] == "Produce"]
+    assert set(produce["requests"]) == {100}  # 100 new requests in every interval
+
+
+def test_a_broker_restart_resets_the_histogram_instead_of_going_negative():
+    def snapshot(ts, buckets):
+        return dict(ts=ts, broker=1, request="Produce", count=sum(buckets), sum=0.0,
+                    le=[0.001, 0.01], buckets=buckets)  # fmt: skip
+
+    frame = pd.DataFrame(
+        [snapshot(1_000, [10, 0]), snapshot(2_000, [10, 5]), snapshot(3_000, [0, 2])]
+    )
+    rows = broker_intervals(frame).set_index("ts")
+    assert rows.loc[2_000, "requests"] == 5 and rows.loc[2_000, "p50_ms"] == 10.0
+    assert rows.loc[3_000, "requests"] == 2  # restarted: counted from zero
+    assert rows.loc[2_000, "interval_ms"] == 1_000
+    assert math.isnan(rows.loc[1_000, "interval_ms"])
+
+
+# ----------------------------------------------------------------- the CLI, no Spark
+
+
+def test_cli_reports_a_missing_data_dir_in_one_line(tmp_path, capsys):
+    assert cli(["analytics", "--data", str(tmp_path / "nope"), "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err and "Traceback" not in err
+
+
+def test_cli_reports_no_logs_in_one_line(tmp_path, capsys):
+    (tmp_path / "broker-1" / "data").mkdir(parents=True)
+    (tmp_path / "broker-1" / "data" / "events.jsonl").write_text("{}\n")
+    assert cli(["analytics", "--data", str(tmp_path), "--out", str(tmp_path / "o")]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no broker logs found" in err
