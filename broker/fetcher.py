@@ -1,7 +1,7 @@
 """Follower fetcher tasks: one Trio task per leader broker this broker follows.
 
 How it works: `FetcherManager.reconcile()` is called after every LeaderAndIsr and
-StopReplica; it compares the running tasks with the core's `fetcher_leaders()` and
+StopReplica; it compares the running tasks with the core's `followers.leaders()` and
 starts or cancels tasks. Each `ReplicaFetcher` loops against its leader:
 
 1. partitions in the TRUNCATING phase: one OffsetForLeaderEpoch request for all of them,
@@ -55,7 +55,7 @@ class FetcherManager:
             while True:
                 await self._changed.wait()
                 self._changed = trio.Event()
-                desired = set(self.server.replica_manager.fetcher_leaders())
+                desired = set(self.server.replica_manager.followers.leaders())
                 for leader_id in sorted(set(self._running) - desired):
                     log.info("stopping the fetcher for leader %d", leader_id)
                     self._running.pop(leader_id).cancel()
@@ -117,8 +117,8 @@ class ReplicaFetcher:
     async def _one_round(self, nursery: trio.Nursery) -> None:
         rm = self.rm
         now = self.server.now_ms()
-        truncating = rm.follower_truncation_requests(self.leader_id, now)
-        fetching = rm.follower_fetch_request(self.leader_id, now) if not truncating else []
+        truncating = rm.followers.truncation_requests(self.leader_id, now)
+        fetching = rm.followers.fetch_request(self.leader_id, now) if not truncating else []
         if not truncating and not fetching:
             await self._idle()
             return
@@ -133,14 +133,16 @@ class ReplicaFetcher:
                     _offset_for_leader_epoch_request(self.server.broker_id, truncating),
                     timeout_s=timeout,
                 )
-                rm.apply_truncation(self.leader_id, _epoch_answers(answer), self.server.now_ms())
+                rm.followers.apply_truncation(
+                    self.leader_id, _epoch_answers(answer), self.server.now_ms()
+                )
                 return
             response = await connection.request(self._fetch_request(fetching), timeout_s=timeout)
-            rm.apply_follower_fetch(
+            rm.followers.apply_fetch(
                 self.leader_id, fetching, _fetched(response), self.server.now_ms()
             )
         except (BrokerConnectionError, TributaryError, ProtocolError, OSError) as exc:
-            rm.follower_fetch_failed(self.leader_id, involved, self.server.now_ms())
+            rm.followers.fetch_failed(self.leader_id, involved, self.server.now_ms())
             if self._connection is not None:
                 await self._connection.aclose()
                 self._connection = None
@@ -168,7 +170,7 @@ class ReplicaFetcher:
         )
 
     async def _idle(self) -> None:
-        wake_at = self.rm.next_follower_wakeup_ms(self.leader_id)
+        wake_at = self.rm.followers.next_wakeup_ms(self.leader_id)
         now = self.server.now_ms()
         delay = 1.0 if wake_at is None else max(0.0, (wake_at - now) / 1000)
         self._wakeup = trio.Event()

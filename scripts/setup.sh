@@ -45,9 +45,13 @@ fi
 if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
   say "installing the project and its test dependencies into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-  "$VENV/bin/python" -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
-  "$VENV/bin/python" -c 'import trio, msgpack, kazoo, pyspark, pytest_trio, hypothesis' \
-    || { say "the virtual environment is incomplete; see the pip output above"; exit 1; }
+  if ! "$VENV/bin/python" -m pip install -q -e '.[test]' >"$VENV/pip-install.log" 2>&1 ||
+     ! "$VENV/bin/python" -c 'import trio, msgpack, kazoo, pyspark, pytest_trio, hypothesis'
+  then
+    grep -v '^WARNING: Location' "$VENV/pip-install.log" | tail -n 30
+    say "installing into $VENV failed (full output: $VENV/pip-install.log)"
+    exit 1
+  fi
   touch "$STAMP"
 fi
 

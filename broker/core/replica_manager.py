@@ -13,16 +13,15 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
 - LeaderAndIsr (`become_leader_or_follower`): rejects a stale controller epoch and
   older leader epochs, creates logs, turns partitions into leaders or followers. A
   partition that starts following a (new) leader enters the TRUNCATING phase.
-- Follower side, driven by the shell's fetcher tasks, one per leader:
-  `follower_truncation_requests` -> OffsetForLeaderEpoch -> `apply_truncation` (KIP-101),
-  then `follower_fetch_request` -> Fetch -> `apply_follower_fetch`. Errors back a
-  partition off for `replica.fetch.backoff.ms`.
+- Follower side: `self.followers` (follower_fetch.py) keeps the fetch state of every
+  partition we follow; the shell's fetcher tasks, one per leader, carry its
+  OffsetForLeaderEpoch and Fetch requests and hand the answers back.
 - Periodic: `maybe_shrink_isrs` (every replica.lag.time.max.ms / 2),
   `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks` (checkpointing).
 
 Effects the shell must carry out are queued as values: `IsrUpdate` (a conditional set
 on the partition state znode; answer with `complete_isr_update`). The set of partitions
-to fetch, per leader, is a query (`fetcher_leaders`) the shell reconciles its fetcher
+to fetch, per leader, is a query (`followers.leaders()`) the shell reconciles its fetcher
 tasks against. Nothing here does network or ZooKeeper I/O or reads a clock.
 """
 
@@ -31,11 +30,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 
 from broker.core.delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest
 from broker.core.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
 from broker.core.errors import PartitionError
+from broker.core.follower_fetch import FollowerFetch
 from broker.core.isr_propagation import IsrChangePropagation
 from broker.core.partition import (
     IsrUpdate,
@@ -46,7 +45,7 @@ from broker.core.partition import (
     Role,
 )
 from broker.core.purgatory import Purgatory
-from broker.core.truncation import UNDEFINED_EPOCH, UNDEFINED_OFFSET, decide_truncation
+from broker.core.truncation import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from client.protocol.errors import ErrorCode
 from client.protocol.records import RecordError
 from client.protocol.types import TopicPartition
@@ -81,33 +80,6 @@ class ReplicaManagerStats:
     bytes_in: int = 0
     bytes_out: int = 0
     messages_in: int = 0
-
-
-class FetchPhase(Enum):
-    TRUNCATING = "truncating"
-    FETCHING = "fetching"
-
-
-@dataclass
-class FollowerFetchState:
-    """Where a follower partition stands with its leader's fetcher."""
-
-    leader_id: int
-    leader_epoch: int
-    phase: FetchPhase = FetchPhase.TRUNCATING
-    # The epoch to ask the leader about next (None: our latest).
-    truncation_epoch: int | None = None
-    delayed_until_ms: int = 0
-    consecutive_errors: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FollowerFetchPartition:
-    topic_partition: TopicPartition
-    fetch_offset: int
-    current_leader_epoch: int
-    log_start_offset: int
-    partition_max_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,18 +121,16 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
         self.controller_epoch = -1
-        self.follower_states: dict[TopicPartition, FollowerFetchState] = {}
         self.isr_changes = IsrChangePropagation(
             config.isr_change_propagation_blackout_ms, config.isr_change_propagation_interval_ms
         )
         self.stats = ReplicaManagerStats()
+        # The follower side: fetch state per followed partition (follower_fetch.py).
+        self.followers = FollowerFetch(
+            self.partitions, config, self.stats, self._events, truncation
+        )
         self._effects: list[IsrUpdate] = []
         self._emit: Callable[[IsrUpdate], None] = effects or self._effects.append
-        # "leader_epoch" (KIP-101/279). "high_watermark" is the pre-KIP-101 rule, kept only
-        # so tests can show the data loss and divergence it causes.
-        if truncation not in ("leader_epoch", "high_watermark"):
-            raise ValueError(f"unknown truncation strategy {truncation!r}")
-        self.truncation = truncation
         self._checkpointed_hw = log_manager.read_high_watermarks()
         self._started_ms = now_ms
 
@@ -470,7 +440,7 @@ class ReplicaManager:
 
     def _make_leader(self, partition: Partition, state: PartitionStateUpdate, now_ms: int) -> None:
         tp = partition.topic_partition
-        self.follower_states.pop(tp, None)
+        self.followers.stop(tp)
         was_leader = partition.is_leader
         if partition.make_leader(state, now_ms):
             self._events(
@@ -492,7 +462,7 @@ class ReplicaManager:
         self, partition: Partition, state: PartitionStateUpdate, now_ms: int
     ) -> None:
         tp = partition.topic_partition
-        if partition.make_follower(state, now_ms) or tp not in self.follower_states:
+        if partition.make_follower(state, now_ms) or not self.followers.is_following(tp):
             self._events(
                 "became_follower",
                 {
@@ -506,9 +476,9 @@ class ReplicaManager:
                 },
             )
             if state.leader >= 0:
-                self.follower_states[tp] = FollowerFetchState(state.leader, state.leader_epoch)
+                self.followers.start(tp, state.leader, state.leader_epoch)
             else:
-                self.follower_states.pop(tp, None)
+                self.followers.stop(tp)
 
     def stop_replicas(
         self,
@@ -523,7 +493,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp, delete, leader_epoch in partitions:
             partition = self.partitions.get(tp)
-            self.follower_states.pop(tp, None)
+            self.followers.stop(tp)
             if (
                 partition is not None
                 and leader_epoch >= 0
@@ -599,193 +569,6 @@ class ReplicaManager:
 
     def maybe_propagate_isr_changes(self, now_ms: int) -> list[TopicPartition] | None:
         return self.isr_changes.maybe_propagate(now_ms)
-
-    # -- follower side --------------------------------------------------------------
-    def fetcher_leaders(self) -> dict[int, set[TopicPartition]]:
-        """Leader id -> partitions this broker should be fetching from it."""
-        by_leader: dict[int, set[TopicPartition]] = {}
-        for tp, state in self.follower_states.items():
-            by_leader.setdefault(state.leader_id, set()).add(tp)
-        return by_leader
-
-    def _ready(self, leader_id: int, phase: FetchPhase, now_ms: int):
-        for tp, state in self.follower_states.items():
-            if (
-                state.leader_id == leader_id
-                and state.phase is phase
-                and state.delayed_until_ms <= now_ms
-                and tp in self.partitions
-            ):
-                yield tp, state
-
-    def next_follower_wakeup_ms(self, leader_id: int) -> int | None:
-        delays = [
-            s.delayed_until_ms for s in self.follower_states.values() if s.leader_id == leader_id
-        ]
-        return min(delays) if delays else None
-
-    def follower_truncation_requests(
-        self, leader_id: int, now_ms: int
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        """Partitions to ask the leader about: tp -> (current leader epoch, epoch asked)."""
-        requests = {}
-        for tp, state in self._ready(leader_id, FetchPhase.TRUNCATING, now_ms):
-            cache = self.partitions[tp].log.leader_epoch_cache
-            epoch = state.truncation_epoch
-            if epoch is None:
-                epoch = cache.latest_epoch if cache.latest_epoch is not None else UNDEFINED_EPOCH
-            if self.truncation == "high_watermark":
-                self._truncate(tp, self.partitions[tp].high_watermark, "high watermark (legacy)")
-                state.phase = FetchPhase.FETCHING
-                continue
-            if epoch == UNDEFINED_EPOCH:
-                # Nothing written under any epoch: our HW is all we can vouch for.
-                self._truncate(tp, self.partitions[tp].high_watermark, "no leader epochs")
-                state.phase = FetchPhase.FETCHING
-                continue
-            requests[tp] = (state.leader_epoch, epoch)
-        return requests
-
-    def apply_truncation(
-        self,
-        leader_id: int,
-        answers: dict[TopicPartition, tuple[ErrorCode, int, int]],
-        now_ms: int,
-    ) -> None:
-        """OffsetForLeaderEpoch answers: tp -> (error, leader's epoch, end offset)."""
-        for tp, (error, epoch, end_offset) in answers.items():
-            state = self.follower_states.get(tp)
-            partition = self.partitions.get(tp)
-            if state is None or partition is None or state.leader_id != leader_id:
-                continue
-            if error is not ErrorCode.NONE:
-                self._back_off(tp, state, error, now_ms)
-                continue
-            decision = decide_truncation(
-                partition.log.leader_epoch_cache,
-                partition.log_end_offset,
-                partition.high_watermark,
-                epoch,
-                end_offset,
-            )
-            self._truncate(tp, decision.offset, f"leader epoch {epoch} ends at {end_offset}")
-            state.consecutive_errors = 0
-            if decision.completed:
-                state.phase = FetchPhase.FETCHING
-                state.truncation_epoch = None
-            else:
-                state.truncation_epoch = decision.next_epoch
-
-    def _truncate(self, tp: TopicPartition, offset: int, reason: str) -> None:
-        partition = self.partitions[tp]
-        if offset < partition.log_end_offset:
-            self.stats.truncations += 1
-            self._events(
-                "truncation",
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "from_offset": partition.log_end_offset,
-                    "to_offset": offset,
-                    "reason": reason,
-                },
-            )
-        partition.truncate_to(offset)
-
-    def follower_fetch_request(self, leader_id: int, now_ms: int) -> list[FollowerFetchPartition]:
-        """The partitions to put in the next fetch to `leader_id` (empty: nothing ready)."""
-        wanted = []
-        for tp, state in self._ready(leader_id, FetchPhase.FETCHING, now_ms):
-            partition = self.partitions[tp]
-            wanted.append(
-                FollowerFetchPartition(
-                    tp,
-                    partition.log_end_offset,
-                    state.leader_epoch,
-                    partition.log_start_offset,
-                    self.config.replica_fetch_max_bytes,
-                )
-            )
-        return wanted
-
-    def apply_follower_fetch(
-        self,
-        leader_id: int,
-        sent: list[FollowerFetchPartition],
-        results: dict[TopicPartition, FetchedPartition],
-        now_ms: int,
-    ) -> None:
-        """Apply a fetch response from `leader_id` to the partitions we follow."""
-        for request in sent:
-            tp = request.topic_partition
-            state = self.follower_states.get(tp)
-            partition = self.partitions.get(tp)
-            if state is None or partition is None or state.leader_id != leader_id:
-                continue  # leadership moved while the fetch was in flight
-            if state.leader_epoch != request.current_leader_epoch:
-                continue
-            result = results.get(tp)
-            if result is None:
-                continue
-            if partition.log_end_offset != request.fetch_offset:
-                continue  # truncated meanwhile; the next fetch starts from the new LEO
-            if result.error_code is ErrorCode.NONE:
-                try:
-                    partition.append_records_to_follower(
-                        result.records, result.high_watermark, now_ms
-                    )
-                    if result.log_start_offset > partition.log_start_offset:
-                        partition.log.maybe_increment_log_start_offset(
-                            min(result.log_start_offset, partition.high_watermark)
-                        )
-                except Exception as exc:
-                    log.warning("%s: could not append fetched data: %s", tp, exc)
-                    state.phase = FetchPhase.TRUNCATING
-                    self._back_off(tp, state, ErrorCode.CORRUPT_MESSAGE, now_ms)
-                    continue
-                state.consecutive_errors = 0
-            elif result.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                if 0 <= result.log_start_offset and request.fetch_offset < result.log_start_offset:
-                    # The leader deleted what we need next: start over at its log start.
-                    partition.truncate_fully_and_start_at(result.log_start_offset)
-                    self._events(
-                        "truncation",
-                        {
-                            "topic": tp.topic,
-                            "partition": tp.partition,
-                            "to_offset": result.log_start_offset,
-                            "reason": "behind the leader's log start offset",
-                        },
-                    )
-                else:
-                    # We are ahead of the leader: find the divergence point by epoch.
-                    state.phase = FetchPhase.TRUNCATING
-                    state.truncation_epoch = None
-            else:
-                self._back_off(tp, state, result.error_code, now_ms)
-
-    def follower_fetch_failed(
-        self, leader_id: int, sent_partitions: list[TopicPartition], now_ms: int
-    ) -> None:
-        """The leader could not be reached: back off every partition in the request."""
-        for tp in sent_partitions:
-            state = self.follower_states.get(tp)
-            if state is not None and state.leader_id == leader_id:
-                self._back_off(tp, state, ErrorCode.NETWORK_EXCEPTION, now_ms)
-
-    def _back_off(
-        self, tp: TopicPartition, state: FollowerFetchState, error: ErrorCode, now_ms: int
-    ) -> None:
-        state.consecutive_errors += 1
-        state.delayed_until_ms = now_ms + self.config.replica_fetch_backoff_ms
-        if state.consecutive_errors == 1 or state.consecutive_errors % 50 == 0:
-            log.info(
-                "%s: fetch from leader %d failed with %s; backing off %d ms",
-                tp,
-                state.leader_id,
-                error.name,
-                self.config.replica_fetch_backoff_ms,
-            )
 
     # -- timers and checkpoints -----------------------------------------------------
     def expire_delayed(self, now_ms: int) -> int:

@@ -253,15 +253,15 @@ class SimBroker:
             self._next_checkpoint_ms = now + self.cluster.hw_checkpoint_interval_ms
         if self.stalled:
             return
-        for leader_id in sorted(rm.fetcher_leaders()):
+        for leader_id in sorted(rm.followers.leaders()):
             in_flight = self._in_flight.get(leader_id)
             if in_flight is not None:
                 if now < in_flight[1]:
                     continue
                 # The request timed out (dropped or cut): back off like the real fetcher.
                 del self._in_flight[leader_id]
-                rm.follower_fetch_failed(
-                    leader_id, list(rm.fetcher_leaders().get(leader_id, ())), now
+                rm.followers.fetch_failed(
+                    leader_id, list(rm.followers.leaders().get(leader_id, ())), now
                 )
                 continue
             self._send_fetch(leader_id, now)
@@ -280,8 +280,8 @@ class SimBroker:
     def _send_fetch(self, leader_id: int, now: int) -> None:
         rm = self.rm
         leader = self.cluster.brokers.get(leader_id)
-        truncating = rm.follower_truncation_requests(leader_id, now)
-        fetching = [] if truncating else rm.follower_fetch_request(leader_id, now)
+        truncating = rm.followers.truncation_requests(leader_id, now)
+        fetching = [] if truncating else rm.followers.fetch_request(leader_id, now)
         if not truncating and not fetching:
             return
         self._sequence += 1
@@ -309,7 +309,11 @@ class SimBroker:
                     tp: leader.rm.last_offset_for_leader_epoch(tp, current, epoch)
                     for tp, (current, epoch) in truncating.items()
                 }
-                answer(lambda: self.rm.apply_truncation(leader_id, answers, self.cluster.clock()))
+                answer(
+                    lambda: self.rm.followers.apply_truncation(
+                        leader_id, answers, self.cluster.clock()
+                    )
+                )
 
             network.send(me, leader_id, at_leader)
             return
@@ -335,7 +339,7 @@ class SimBroker:
 
             def respond(results: dict[TopicPartition, FetchedPartition]) -> None:
                 answer(
-                    lambda: self.rm.apply_follower_fetch(
+                    lambda: self.rm.followers.apply_fetch(
                         leader_id, fetching, results, self.cluster.clock()
                     )
                 )

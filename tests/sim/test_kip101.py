@@ -5,8 +5,8 @@ must pass. Network delays are zero so every step happens when the test says."""
 
 from __future__ import annotations
 
+from broker.core.follower_fetch import FetchPhase
 from broker.core.log.log import Log
-from broker.core.replica_manager import FetchPhase
 from client.protocol.types import TopicPartition
 from tests.sim.harness import SimCluster
 
@@ -48,7 +48,7 @@ def scenario_1(tmp_path, truncation: str) -> dict[int, bytes]:
     produce_and_wait(cluster, b"m2")  # acked: B has m2, but its checkpoint says HW 1
     cluster.bounce(2)
     assert cluster.run_until(
-        lambda: cluster.brokers[2].rm.follower_states[TP].phase is FetchPhase.FETCHING, 2_000
+        lambda: cluster.brokers[2].rm.followers.states[TP].phase is FetchPhase.FETCHING, 2_000
     )
     cluster.crash(1)
     assert cluster.zk.get(TP).leader == 2

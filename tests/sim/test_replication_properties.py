@@ -40,8 +40,11 @@ class ReplicationMachine(RuleBasedStateMachine):
                     broker.crash()
             self.tmp.cleanup()
 
-    @rule(partition=st.sampled_from(PARTITIONS), count=st.integers(1, 5),
-          acks=st.sampled_from([-1, -1, -1, 1]))
+    @rule(
+        partition=st.sampled_from(PARTITIONS),
+        count=st.integers(1, 5),
+        acks=st.sampled_from([-1, -1, -1, 1]),
+    )
     def produce(self, partition, count, acks):
         for _ in range(count):
             self.cluster.produce(partition, acks=acks)
