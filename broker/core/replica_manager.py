@@ -36,6 +36,7 @@ from broker.core.delayed_produce import DelayedProduce, ProducePartitionStatus, 
 from broker.core.errors import PartitionError
 from broker.core.follower_fetch import FollowerFetch
 from broker.core.isr_propagation import IsrChangePropagation
+from broker.core.log.errors import RecordTooLargeError
 from broker.core.partition import (
     IsrUpdate,
     IsrUpdateOutcome,
@@ -210,10 +211,12 @@ class ReplicaManager:
             info = partition.append_records_to_leader(records, acks, now_ms)
         except PartitionError as exc:
             return ProduceResult(exc.code, error_message=exc.message), None
-        except RecordError as exc:
-            code = _record_error_code(exc)
+        except RecordTooLargeError as exc:
             log.info("%s: rejected produce: %s", tp, exc)
-            return ProduceResult(code, error_message=str(exc)), None
+            return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc)), None
+        except RecordError as exc:  # bad CRC, torn batch, bad magic, unknown codec...
+            log.info("%s: rejected produce: %s", tp, exc)
+            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc)), None
         except Exception as exc:  # a storage failure must not take the broker down
             log.exception("%s: append failed", tp)
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
@@ -599,14 +602,3 @@ class ReplicaManager:
         self.produce_purgatory.force_complete_all(now_ms)
         self.fetch_purgatory.force_complete_all(now_ms)
         self.checkpoint_high_watermarks()
-
-
-def _record_error_code(exc: RecordError) -> ErrorCode:
-    from client.protocol.records import CorruptRecordError
-
-    name = type(exc).__name__
-    if isinstance(exc, CorruptRecordError):
-        return ErrorCode.CORRUPT_MESSAGE
-    if "TooLarge" in name:
-        return ErrorCode.MESSAGE_TOO_LARGE
-    return ErrorCode.CORRUPT_MESSAGE

@@ -274,3 +274,15 @@ def test_restart_starts_from_the_checkpointed_high_watermark(tmp_path):
     manager, rm = start()
     assert rm.get_partition(TP).high_watermark == 2  # exactly what the checkpoint says
     manager.close()
+
+
+def test_a_batch_over_max_message_bytes_is_message_too_large(tmp_path):
+    config = LogConfig(max_message_bytes=1_000)
+    manager = LogManager.open(tmp_path / "b1", config, now_ms=T0)
+    rm = ReplicaManager(1, manager, ReplicationConfig(), log_config_for=lambda t: config, now_ms=T0)
+    rm.become_leader_or_follower(T0, 1, [PartitionStateUpdate("orders", 0, 1, 1, 0, (1,), 0, (1,))])
+    results = produce(rm, T0, b"x" * 2_000, acks=1)
+    assert results[0][TP].error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert rm.get_partition(TP).log_end_offset == 0
+    assert produce(rm, T0, b"small", acks=1)[0][TP].error_code == ErrorCode.NONE
+    manager.close()
