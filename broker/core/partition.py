@@ -176,7 +176,9 @@ class Partition:
             self.role = Role.LEADER
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = self.log.log_end_offset
-            self.log.leader_epoch_cache.assign(state.leader_epoch, self.leader_epoch_start_offset)
+            self.log.maybe_assign_epoch_start_offset(
+                state.leader_epoch, self.leader_epoch_start_offset
+            )
             self.followers = {
                 r: FollowerState.for_new_leader_term(
                     r, self.leader_epoch_start_offset, now_ms, in_isr=r in state.isr

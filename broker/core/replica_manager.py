@@ -76,8 +76,6 @@ class ReplicaManagerStats:
     isr_expands: int = 0
     failed_isr_updates: int = 0
     truncations: int = 0
-    produce_requests: int = 0
-    fetch_requests: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
     messages_in: int = 0
@@ -133,7 +131,6 @@ class ReplicaManager:
         self._effects: list[IsrUpdate] = []
         self._emit: Callable[[IsrUpdate], None] = effects or self._effects.append
         self._checkpointed_hw = log_manager.read_high_watermarks()
-        self._started_ms = now_ms
 
     # -- lookups -------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -183,7 +180,6 @@ class ReplicaManager:
     ) -> None:
         """Append to every leader partition; respond now (acks 0/1, or all failed) or when
         the acks=all condition holds for every partition that was appended."""
-        self.stats.produce_requests += 1
         if acks not in (0, 1, -1):
             respond({tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries})
             return
@@ -246,7 +242,6 @@ class ReplicaManager:
         partitions: dict[TopicPartition, FetchPartitionRequest],
         respond: Callable[[dict[TopicPartition, FetchedPartition]], None],
     ) -> None:
-        self.stats.fetch_requests += 1
         results = self._read_and_record(params, partitions, now_ms)
         total = sum(len(r.records) for r in results.values())
         errors = any(r.error_code is not ErrorCode.NONE for r in results.values())

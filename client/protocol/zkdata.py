@@ -21,7 +21,6 @@ CONFIG_CHANGES = "/config/changes"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
-CONTROLLED_SHUTDOWN = "/tributary/controlled_shutdown"
 CLUSTER_ID = "/cluster/id"
 
 # Paths a fresh cluster needs (Kafka creates the same persistent paths on start-up).
