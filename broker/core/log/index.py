@@ -122,23 +122,69 @@ def _non_decreasing(column: array) -> bool:
     return all(map(operator.le, column, column[1:]))
 
 
-class OffsetIndex:
+class _SparseIndex:
+    """What both indexes share: two parallel columns (one of them the offset relative to
+    the segment's base, `_rel_offsets`), kept in memory and appended to one file."""
+
+    ENTRY_SIZE: int
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        self.base_offset = base_offset
+        self._file = _IndexFile(path, self.ENTRY_SIZE, max_index_bytes)
+
+    @classmethod
+    def create(cls, path: Path, base_offset: int, max_index_bytes: int):
+        """A new empty index (an existing file at `path` is emptied)."""
+        index = cls(path, base_offset, max_index_bytes)
+        index._file.truncate_entries(0)
+        return index
+
+    def _columns(self) -> tuple[array, array]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._rel_offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self._file.max_entries
+
+    def set_max_index_bytes(self, max_index_bytes: int) -> None:
+        self._file.set_max_index_bytes(max_index_bytes)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry for an offset >= `offset`."""
+        keep = bisect.bisect_left(self._rel_offsets, offset - self.base_offset)
+        if keep < len(self):
+            for column in self._columns():
+                del column[keep:]
+            self._file.truncate_entries(keep)
+
+    def reset(self) -> None:
+        self.truncate_to(self.base_offset)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def delete(self) -> None:
+        self._file.delete()
+
+
+class OffsetIndex(_SparseIndex):
     """Sparse map from offset to file position within one segment."""
 
     ENTRY_SIZE = _OFFSET_ENTRY.size
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.base_offset = base_offset
+        super().__init__(path, base_offset, max_index_bytes)
         self._rel_offsets = array("I")
         self._positions = array("I")
-        self._file = _IndexFile(path, self.ENTRY_SIZE, max_index_bytes)
 
-    @classmethod
-    def create(cls, path: Path, base_offset: int, max_index_bytes: int) -> OffsetIndex:
-        """A new empty index (an existing file at `path` is emptied)."""
-        index = cls(path, base_offset, max_index_bytes)
-        index._file.truncate_entries(0)
-        return index
+    def _columns(self) -> tuple[array, array]:
+        return self._rel_offsets, self._positions
 
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int, log_size: int) -> OffsetIndex:
@@ -154,22 +200,12 @@ class OffsetIndex:
         index._rel_offsets, index._positions = rel_offsets, positions
         return index
 
-    def __len__(self) -> int:
-        return len(self._rel_offsets)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._rel_offsets) >= self._file.max_entries
-
     @property
     def last_entry(self) -> tuple[int, int]:
         """(offset, position) of the last entry, or (base offset, 0) when empty."""
         if not self._rel_offsets:
             return self.base_offset, 0
         return self.base_offset + self._rel_offsets[-1], self._positions[-1]
-
-    def set_max_index_bytes(self, max_index_bytes: int) -> None:
-        self._file.set_max_index_bytes(max_index_bytes)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The greatest entry (offset, position) with offset <= `offset`, else (base, 0)."""
@@ -193,43 +229,19 @@ class OffsetIndex:
         self._positions.append(position)
         return True
 
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry for an offset >= `offset`."""
-        keep = bisect.bisect_left(self._rel_offsets, offset - self.base_offset)
-        if keep < len(self._rel_offsets):
-            del self._rel_offsets[keep:]
-            del self._positions[keep:]
-            self._file.truncate_entries(keep)
 
-    def reset(self) -> None:
-        self.truncate_to(self.base_offset)
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def delete(self) -> None:
-        self._file.delete()
-
-
-class TimeIndex:
+class TimeIndex(_SparseIndex):
     """Sparse map from (max timestamp so far) to offset within one segment."""
 
     ENTRY_SIZE = _TIME_ENTRY.size
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.base_offset = base_offset
+        super().__init__(path, base_offset, max_index_bytes)
         self._timestamps = array("q")
         self._rel_offsets = array("I")
-        self._file = _IndexFile(path, self.ENTRY_SIZE, max_index_bytes)
 
-    @classmethod
-    def create(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
-        index = cls(path, base_offset, max_index_bytes)
-        index._file.truncate_entries(0)
-        return index
+    def _columns(self) -> tuple[array, array]:
+        return self._timestamps, self._rel_offsets
 
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
@@ -241,22 +253,12 @@ class TimeIndex:
         index._timestamps, index._rel_offsets = timestamps, rel_offsets
         return index
 
-    def __len__(self) -> int:
-        return len(self._timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._timestamps) >= self._file.max_entries
-
     @property
     def last_entry(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the last entry, or None when empty."""
         if not self._timestamps:
             return None
         return self._timestamps[-1], self.base_offset + self._rel_offsets[-1]
-
-    def set_max_index_bytes(self, max_index_bytes: int) -> None:
-        self._file.set_max_index_bytes(max_index_bytes)
 
     def lookup(self, timestamp: int) -> tuple[int, int] | None:
         """The greatest entry (timestamp, offset) with timestamp <= `timestamp`, or None."""
@@ -278,23 +280,3 @@ class TimeIndex:
         self._timestamps.append(timestamp)
         self._rel_offsets.append(rel)
         return True
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry for an offset >= `offset`."""
-        keep = bisect.bisect_left(self._rel_offsets, offset - self.base_offset)
-        if keep < len(self._rel_offsets):
-            del self._timestamps[keep:]
-            del self._rel_offsets[keep:]
-            self._file.truncate_entries(keep)
-
-    def reset(self) -> None:
-        self.truncate_to(self.base_offset)
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def delete(self) -> None:
-        self._file.delete()
