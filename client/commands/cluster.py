@@ -53,15 +53,19 @@ def register(subparsers) -> None:
     )
     down.set_defaults(handler=_down)
 
-    for name, help_text, handler in (
-        ("pause", "SIGSTOP a process (it stops answering; its ZooKeeper session expires)", _pause),
-        ("resume", "SIGCONT a paused process", _resume),
-        ("start", "start a stopped process again", _start),
-        ("stop", "stop a process cleanly (a broker does a controlled shutdown)", _stop),
+    for name, help_text, done in (
+        (
+            "pause",
+            "SIGSTOP a process (it stops answering; its ZooKeeper session expires)",
+            "paused {name} (pid {pid})",
+        ),
+        ("resume", "SIGCONT a paused process", "resumed {name} (pid {pid})"),
+        ("start", "start a stopped process again", "started {name} (pid {pid}, port {port})"),
+        ("stop", "stop a process cleanly (a broker does a controlled shutdown)", "stopped {name}"),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("id", help="2, broker-2, controller-1001 or zookeeper")
-        p.set_defaults(handler=handler)
+        p.set_defaults(handler=_process_action(name, done))
 
     kill = sub.add_parser("kill", help="send a signal to a process (default KILL)")
     kill.add_argument("id", help="2, broker-2, controller-1001 or zookeeper")
@@ -183,32 +187,16 @@ def _kill(args) -> int:
     return 0
 
 
-@_guard
-def _pause(args) -> int:
-    info = _cluster(args).pause(args.id)
-    print(f"paused {info.name} (pid {info.pid})")
-    return 0
+def _process_action(method: str, done: str):
+    """A handler calling LocalCluster.<method>(id) and printing `done` about the process."""
 
+    @_guard
+    def handler(args) -> int:
+        info = getattr(_cluster(args), method)(args.id)
+        print(done.format(name=info.name, pid=info.pid, port=info.port))
+        return 0
 
-@_guard
-def _resume(args) -> int:
-    info = _cluster(args).resume(args.id)
-    print(f"resumed {info.name} (pid {info.pid})")
-    return 0
-
-
-@_guard
-def _start(args) -> int:
-    info = _cluster(args).start(args.id)
-    print(f"started {info.name} (pid {info.pid}, port {info.port})")
-    return 0
-
-
-@_guard
-def _stop(args) -> int:
-    info = _cluster(args).stop(args.id)
-    print(f"stopped {info.name}")
-    return 0
+    return handler
 
 
 @_guard
