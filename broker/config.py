@@ -18,8 +18,8 @@ from client.properties import (
     ConfigDef,
     ConfigError,
     ConfigKey,
+    PropertiesConfig,
     at_least,
-    load_properties,
     one_of,
     parse_listeners,
 )
@@ -133,7 +133,7 @@ BROKER_CONFIG = ConfigDef(
 )
 
 
-class BrokerConfig:
+class BrokerConfig(PropertiesConfig):
     def __init__(self, values: Mapping[str, Any]):
         self.values = BROKER_CONFIG.parse(values)
         # name -> (host, port) to bind, and name -> (host, port) to advertise.
@@ -158,15 +158,6 @@ class BrokerConfig:
             )
         self.bind_host, self.bind_port = self.listeners[self.inter_broker_listener]
         self.advertised_host, self.advertised_port = self.advertised[self.inter_broker_listener]
-
-    @classmethod
-    def load(
-        cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
-    ) -> BrokerConfig:
-        return cls(load_properties(path, overrides))
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
 
     @property
     def broker_id(self) -> int:

@@ -142,6 +142,20 @@ def load_properties(
     return values
 
 
+class PropertiesConfig:
+    """Base of the server configs: typed values by Kafka name (`config["broker.id"]`),
+    built from a properties file plus overrides with `load`."""
+
+    values: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None):
+        return cls(load_properties(path, overrides))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+
 def write_properties(path: str | Path, values: Mapping[str, Any]) -> None:
     def render(v: Any) -> str:
         if isinstance(v, bool):

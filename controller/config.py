@@ -17,8 +17,8 @@ from client.properties import (
     ConfigDef,
     ConfigError,
     ConfigKey,
+    PropertiesConfig,
     at_least,
-    load_properties,
     parse_listener,
 )
 
@@ -64,7 +64,7 @@ CONTROLLER_CONFIG = ConfigDef(
 )
 
 
-class ControllerConfig:
+class ControllerConfig(PropertiesConfig):
     def __init__(self, values: Mapping[str, Any]):
         self.values = CONTROLLER_CONFIG.parse(values)
         self.bind_host, self.bind_port = parse_listener(self.values["listeners"])
@@ -76,15 +76,6 @@ class ControllerConfig:
             self.advertised_host = "127.0.0.1"
         if self.values["metrics.port"] < -1:
             raise ConfigError("metrics.port: must be -1 (off) or a port")
-
-    @classmethod
-    def load(
-        cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
-    ) -> ControllerConfig:
-        return cls(load_properties(path, overrides))
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
 
     @property
     def controller_id(self) -> int:
