@@ -21,11 +21,13 @@ RUN groupadd --system --gid 1000 tributary \
 
 WORKDIR /opt/tributary
 # The project metadata first, then the packages setuptools installs (see pyproject.toml:
-# broker*, controller*, client*, spark*). Tests, scripts and the .venv stay out.
+# broker*, controller*, client*, server_common*, tools*, spark*). Tests, scripts and the .venv stay out.
 COPY pyproject.toml README.md ./
 COPY broker ./broker
 COPY client ./client
 COPY controller ./controller
+COPY server_common ./server_common
+COPY tools ./tools
 COPY spark ./spark
 RUN pip install . \
  && tributary --version

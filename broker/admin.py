@@ -20,12 +20,12 @@ import trio
 from broker.core.assignment import AssignmentError, assign_replicas, validate_assignment
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
-from broker.network import error_answer
 from client.protocol import messages as m
-from client.protocol import zkdata
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition, topic_name_problem
-from client.zk import NodeExistsError
+from server_common import zkdata
+from server_common.network import error_answer
+from server_common.zk import NodeExistsError
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer

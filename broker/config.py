@@ -1,7 +1,7 @@
 """Broker configuration: Kafka's names and defaults, plus a few of Tributary's own.
 
 `BrokerConfig.load(path, overrides)` reads a properties file and `key=value` overrides;
-every value is typed and validated (`client.properties`). Kafka's defaults are meant for
+every value is typed and validated (`server_common.properties`). Kafka's defaults are meant for
 production (18 s ZooKeeper sessions, 30 s replica lag); the local cluster and the tests
 pass small values instead of changing the defaults.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.core.replica_manager import ReplicationConfig
-from client.properties import (
+from server_common.properties import (
     REQUIRED,
     ConfigDef,
     ConfigError,

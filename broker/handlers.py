@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
 from broker.core.metadata_cache import BrokerEndpoint, PartitionMetadata
 from broker.core.partition import PartitionStateUpdate
-from broker.network import NO_RESPONSE, Reply, error_answer
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
+from server_common.network import NO_RESPONSE, Reply, error_answer
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer

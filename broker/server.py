@@ -47,15 +47,15 @@ from broker.core.partition import (
 from broker.core.replica_manager import ReplicaManager
 from broker.fetcher import FetcherManager
 from broker.handlers import RequestHandlers
-from broker.metrics import MetricsRegistry
-from broker.metrics_http import serve_metrics
-from broker.network import serve_connection
 from client.connection import BrokerConnectionError, open_connection
 from client.protocol import messages as m
-from client.protocol import zkdata
 from client.protocol.errors import ErrorCode, ProtocolError, TributaryError
-from client.server_main import call_on_termination
-from client.zk import NodeExistsError, NoNodeError, ZkClient, is_connected, is_lost
+from server_common import zkdata
+from server_common.metrics import MetricsRegistry
+from server_common.metrics_http import serve_metrics
+from server_common.network import serve_connection
+from server_common.server_main import call_on_termination
+from server_common.zk import NodeExistsError, NoNodeError, ZkClient, is_connected, is_lost
 
 log = logging.getLogger(__name__)
 

@@ -10,5 +10,8 @@ Map:
   elections, reassignment, shutdown);
 - `zk_store.py`: batched reads and epoch-fenced writes; `channel.py`: per-broker request
   queues; `listener.py`: ControlledShutdown; `events.py`, `event_log.py`, `metrics.py`,
-  `config.py`, `__main__.py`; `testing.py`: a fake broker for tests and benchmarks.
+  `config.py`, `__main__.py`.
+
+The controller is not a broker: it imports `server_common` (network loop, metrics,
+ZooKeeper seam) and `client` (protocol, connections), never `broker`.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from client.server_main import add_server_arguments, run_server
+from server_common.server_main import add_server_arguments, run_server
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,9 +22,7 @@ from typing import Any
 
 import trio
 
-from client.protocol import zkdata
 from client.protocol.types import TopicPartition
-from client.zk import ZkClient
 from controller.channel import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.core.context import ControllerContext
@@ -34,6 +32,8 @@ from controller.core.state_change import StateChange
 from controller.event_log import EventLog
 from controller.events import EventQueue, Queued, ReassigningPartitionChanged
 from controller.zk_store import ZkStore
+from server_common import zkdata
+from server_common.zk import ZkClient
 
 log = logging.getLogger(__name__)
 

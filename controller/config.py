@@ -1,7 +1,7 @@
 """Controller configuration: Kafka's names and defaults where they exist.
 
 `ControllerConfig.load(path, overrides)` reads a properties file and `key=value`
-overrides into typed, validated values (`client.properties`). The listener only serves
+overrides into typed, validated values (`server_common.properties`). The listener only serves
 ControlledShutdown; its bound port (port 0 picks a free one) goes into /controller so
 brokers can find it. `log.dir` is where `controller-events.jsonl` is appended.
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from client.properties import (
+from server_common.properties import (
     REQUIRED,
     ConfigDef,
     ConfigError,

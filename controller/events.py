@@ -93,7 +93,7 @@ class ControlledShutdown:
     """A broker asks to shut down; `reply(response)` answers it (exactly once)."""
 
     request: m.ControlledShutdownRequest
-    reply: Any  # broker.network.Reply
+    reply: Any  # server_common.network.Reply
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from client.protocol import zkdata
-from client.zk import ZkClient, ZkOp
+from server_common import zkdata
+from server_common.zk import ZkClient, ZkOp
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The controller's own small listener: it answers ControlledShutdown, nothing else.
 
 How it works: a Trio TCP listener (its bound port goes into /controller) serving each
-connection with `broker.network.serve_connection`. A ControlledShutdownRequest becomes a
+connection with `server_common.network.serve_connection`. A ControlledShutdownRequest becomes a
 `ControlledShutdown` event on the controller's queue with a `Reply` that the event
 handler fills; the connection writes the answer when it is ready. ApiVersions is
 answered directly; any other API gets UNSUPPORTED_VERSION.
@@ -14,11 +14,11 @@ from typing import Any
 
 import trio
 
-from broker.network import Reply, error_answer, serve_connection
 from client.protocol import messages as m
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from controller.events import ControlledShutdown, EventQueue
+from server_common.network import Reply, error_answer, serve_connection
 
 log = logging.getLogger(__name__)
 

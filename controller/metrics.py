@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.metrics import MetricsRegistry
+from server_common.metrics import MetricsRegistry
 
 if TYPE_CHECKING:
     from controller.server import ControllerServer

@@ -25,12 +25,8 @@ import logging
 
 import trio
 
-from broker.metrics_http import serve_metrics
 from client.protocol import messages as m
-from client.protocol import zkdata
 from client.protocol.errors import ErrorCode
-from client.server_main import call_on_termination
-from client.zk import ZkClient, is_connected, is_lost
 from controller import events as ev
 from controller import leadership
 from controller.active import ActiveController
@@ -43,6 +39,10 @@ from controller.handlers.shutdown import on_controlled_shutdown
 from controller.listener import serve_controller_listener
 from controller.metrics import ControllerMetrics
 from controller.zk_store import ControllerMovedError
+from server_common import zkdata
+from server_common.metrics_http import serve_metrics
+from server_common.server_main import call_on_termination
+from server_common.zk import ZkClient, is_connected, is_lost
 
 log = logging.getLogger(__name__)
 

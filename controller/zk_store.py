@@ -29,12 +29,12 @@ from kazoo.exceptions import (
     RolledBackError,
 )
 
-from client.protocol import zkdata
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import LeaderAndIsr, TopicAssignment, ZkDataError
-from client.zk import ZkClient, ZkOp
 from controller.core.context import BrokerInfo
 from controller.core.state_change import StateChange
+from server_common import zkdata
+from server_common.zk import ZkClient, ZkOp
+from server_common.zkdata import LeaderAndIsr, TopicAssignment, ZkDataError
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from the Spark ones with PySpark's own converter, so the two cannot drift apart.
 - `BATCH_SCHEMA`: one row per batch (the same with `headers_only=true`).
 - `BROKER_EVENT_SCHEMA`: `events.jsonl` lines written by each broker's `EventLog`.
 - `CONTROLLER_EVENT_SCHEMA`: `controller-events.jsonl` lines written by the controller.
-- `METRICS_SCHEMA`: `metrics.jsonl` snapshots (`broker.metrics.MetricsRegistry.snapshot`).
+- `METRICS_SCHEMA`: `metrics.jsonl` snapshots (`server_common.metrics.MetricsRegistry.snapshot`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from client.cluster.zookeeper import ZooKeeperServer
+from tools.cluster.zookeeper import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import LEADER_DURING_DELETE
+from server_common.zkdata import LEADER_DURING_DELETE
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from broker.core.isr import (
 from broker.core.replica import FollowerState
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import LeaderAndIsr
+from server_common.zkdata import LeaderAndIsr
 
 log = logging.getLogger(__name__)
 

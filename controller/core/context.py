@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from controller.core.reassignment import Reassignment
 from controller.core.state_change import StateChange
+from server_common.zkdata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import NO_LEADER, LeaderAndIsr
 from controller.core.context import ControllerContext
 from controller.core.election import elect_for_reassignment, elect_offline, elect_preferred
 from controller.core.reassignment import is_complete
 from controller.core.state_change import Reason, StateChange, next_state
+from server_common.zkdata import NO_LEADER, LeaderAndIsr
 
 
 def initial_state(

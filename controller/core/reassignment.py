@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from client.protocol.zkdata import LeaderAndIsr
+from server_common.zkdata import LeaderAndIsr
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from typing import Any
 
 from client.protocol import messages as m
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import LEADER_DURING_DELETE
 from controller.core.context import ControllerContext
+from server_common.zkdata import LEADER_DURING_DELETE
 
 
 class _All:

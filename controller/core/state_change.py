@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import NO_LEADER, LeaderAndIsr
+from server_common.zkdata import NO_LEADER, LeaderAndIsr
 
 
 class Reason(StrEnum):

@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 
 from client.protocol import messages as m
-from client.protocol import zkdata
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from controller.active import ActiveController
 from controller.events import StopReplicaAnswered
 from controller.handlers import reassignment
+from server_common import zkdata
 
 log = logging.getLogger(__name__)
 

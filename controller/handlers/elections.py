@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from client.protocol import zkdata
 from client.protocol.types import TopicPartition
 from controller.active import ActiveController
 from controller.core.decisions import preferred_elections
 from controller.core.rebalance import auto_rebalance_candidates
 from controller.events import AutoRebalance
 from controller.handlers.common import send_changes
+from server_common import zkdata
 
 log = logging.getLogger(__name__)
 

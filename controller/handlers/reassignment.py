@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from client.protocol import zkdata
 from client.protocol.types import TopicPartition
 from controller.active import ActiveController
 from controller.core.decisions import epoch_bumps, reassignment_completions
@@ -29,6 +28,7 @@ from controller.core.reassignment import Reassignment, is_complete
 from controller.core.state_change import Reason
 from controller.events import ReassigningPartitionChanged
 from controller.handlers.common import add_changes
+from server_common import zkdata
 
 log = logging.getLogger(__name__)
 

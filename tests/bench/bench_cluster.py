@@ -24,12 +24,12 @@ import time
 import trio
 
 from client.admin import NewTopic, open_admin
-from client.cluster.inspect import read_cluster
-from client.cluster.launcher import LocalCluster
 from client.connection import open_connection
 from client.producer import open_producer
 from client.protocol import messages as m
 from client.protocol.records import Record, build_batch
+from tools.cluster.inspect import read_cluster
+from tools.cluster.launcher import LocalCluster
 
 VALUE = b"x" * 100
 RECORDS = int(os.environ.get("BENCH_CLUSTER_RECORDS", "100000"))

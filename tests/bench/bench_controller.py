@@ -19,15 +19,15 @@ from pathlib import Path
 
 import trio
 
-from client.cluster.zookeeper import ZooKeeperServer
 from client.protocol import messages as m
-from client.protocol import zkdata
 from client.protocol.types import TopicPartition
-from client.zk import ZkClient
 from controller.config import ControllerConfig
 from controller.server import ControllerServer
-from controller.testing import FakeBroker
 from controller.zk_store import ZkStore
+from server_common import zkdata
+from server_common.zk import ZkClient
+from tests.support.recording_broker import RecordingBroker
+from tools.cluster.zookeeper import ZooKeeperServer
 
 TOPICS = 20
 PARTITIONS_PER_TOPIC = 100
@@ -61,7 +61,7 @@ async def _populate(zk: ZkClient) -> list[TopicPartition]:
     return tps
 
 
-def _told_everything(broker: FakeBroker, epoch: int, total: int, hosted: int) -> bool:
+def _told_everything(broker: RecordingBroker, epoch: int, total: int, hosted: int) -> bool:
     metadata = any(
         r.controller_epoch == epoch and len(r.partition_states) == total
         for r in broker.requests(m.UpdateMetadataRequest)
@@ -84,7 +84,7 @@ async def _run(connect: str, log_dir: Path) -> None:
         read_s = time.perf_counter() - started
 
         async with trio.open_nursery() as nursery:
-            brokers = [FakeBroker(b, zk) for b in BROKERS]
+            brokers = [RecordingBroker(b, zk) for b in BROKERS]
             for broker in brokers:
                 await nursery.start(broker.run)
                 await broker.register()

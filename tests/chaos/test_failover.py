@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from client.cluster.inspect import read_cluster
 from tests.chaos.workload import run_under_fault
 from tests.integration.helpers import create_topic, partition_state, wait_until
+from tools.cluster.inspect import read_cluster
 
 pytestmark = pytest.mark.integration
 

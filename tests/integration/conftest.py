@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.cluster.launcher import LocalCluster
+from tools.cluster.launcher import LocalCluster
 
 # Faster than the local cluster's defaults: tests wait for these to elapse.
 TEST_BROKER_SETTINGS = {

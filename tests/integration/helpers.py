@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import trio
 
-from client.cluster.inspect import read_cluster
-from client.cluster.launcher import LocalCluster
 from client.connection import open_connection
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.records import Record, build_batch
+from tools.cluster.inspect import read_cluster
+from tools.cluster.launcher import LocalCluster
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float, interval_s: float = 0.1):

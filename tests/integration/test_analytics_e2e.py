@@ -31,7 +31,7 @@ FIRST, SECOND = 2_000, 1_000
 def cli(cluster, *args: str, stdin: str | None = None, timeout: float = 300):
     env = {**os.environ, "TRIBUTARY_CLUSTER_DIR": str(cluster.directory)}
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from client.cli import main; sys.exit(main())", *args],
+        [sys.executable, "-c", "import sys; from tools.cli import main; sys.exit(main())", *args],
         input=stdin,
         capture_output=True,
         text=True,

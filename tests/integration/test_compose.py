@@ -7,7 +7,7 @@ project dependency, but docker-compose v1 is itself a Python program built on Py
 so the interpreter that runs it can always parse its output. Skipped, with the reason,
 when docker-compose is not installed.
 
-Checked against the launcher (client/cluster/launcher.py): the broker and controller
+Checked against the launcher (tools/cluster/launcher.py): the broker and controller
 counts and ids, one volume per broker for its log dir, every server waiting for a
 healthy ZooKeeper, the brokers' published ports, the small timeouts
 (LOCAL_BROKER_SETTINGS / LOCAL_CONTROLLER_SETTINGS), and that every server's command
@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
-from client.cli import build_parser
-from client.cluster.launcher import (
+from controller.config import ControllerConfig
+from server_common.properties import parse_overrides
+from tools.cli import build_parser
+from tools.cluster.launcher import (
     CONTROLLER_ID_BASE,
     LOCAL_BROKER_SETTINGS,
     LOCAL_CONTROLLER_SETTINGS,
 )
-from client.properties import parse_overrides
-from controller.config import ControllerConfig
 
 pytestmark = pytest.mark.integration  # runs docker-compose (no engine)
 

@@ -1,7 +1,7 @@
 """The controller against real ZooKeeper and fake brokers (tiny Trio servers).
 
 Each test runs controllers in-process (`ControllerServer.run` in the test's nursery) on a
-ZooKeeper chroot of its own; fake brokers (`controller.testing.FakeBroker`) register
+ZooKeeper chroot of its own; recording brokers (`tests.support.recording_broker`) register
 /brokers/ids/<id> and record what the controller sends them. Waiting is done by polling
 ZooKeeper or the brokers' records against a deadline, never by fixed sleeps.
 """
@@ -15,13 +15,13 @@ import trio
 
 from client.connection import open_connection
 from client.protocol import messages as m
-from client.protocol import zkdata
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
-from client.zk import ZkClient
 from controller.config import ControllerConfig
 from controller.server import ControllerServer
-from controller.testing import FakeBroker
+from server_common import zkdata
+from server_common.zk import ZkClient
+from tests.support.recording_broker import RecordingBroker
 
 pytestmark = pytest.mark.integration
 
@@ -68,10 +68,10 @@ async def eventually(predicate, timeout_s: float = 10.0, what: str = "condition"
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def start_brokers(nursery, zk: ZkClient, ids) -> dict[int, FakeBroker]:
+async def start_brokers(nursery, zk: ZkClient, ids) -> dict[int, RecordingBroker]:
     brokers = {}
     for broker_id in ids:
-        broker = FakeBroker(broker_id, zk)
+        broker = RecordingBroker(broker_id, zk)
         await nursery.start(broker.run)
         await broker.register()
         brokers[broker_id] = broker

@@ -26,7 +26,7 @@ KEYS = 97
 def cli(cluster, *args: str, stdin: str | None = None, timeout: float = 120):
     env = {**os.environ, "TRIBUTARY_CLUSTER_DIR": str(cluster.directory)}
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from client.cli import main; sys.exit(main())", *args],
+        [sys.executable, "-c", "import sys; from tools.cli import main; sys.exit(main())", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from client.cluster.state import ClusterState, process_alive
 from tests.integration.helpers import wait_until
+from tools.cluster.state import ClusterState, process_alive
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def test_kill_a_leader_watch_status_and_bring_it_back(tmp_path):
             [
                 sys.executable,
                 "-c",
-                "import sys; from client.cli import main; sys.exit(main())",
+                "import sys; from tools.cli import main; sys.exit(main())",
                 *args,
             ],
             input=stdin,
@@ -111,7 +111,7 @@ def test_kill_a_leader_watch_status_and_bring_it_back(tmp_path):
             [
                 sys.executable,
                 "-c",
-                "import sys; from client.cli import main; sys.exit(main())",
+                "import sys; from tools.cli import main; sys.exit(main())",
                 "cluster",
                 "down",
             ],

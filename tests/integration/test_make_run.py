@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from client.cluster.state import ClusterState
+from tools.cluster.state import ClusterState
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def demo(env: dict, timeout: float = 240) -> subprocess.CompletedProcess:
 
 def tributary(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "client.cli", *args],
+        [sys.executable, "-m", "tools", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -44,7 +44,7 @@ from broker.core.replica_manager import FetchedPartition, ReplicaManager, Replic
 from client.protocol.errors import ErrorCode
 from client.protocol.records import Record, build_batch, decode_batches
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import NO_LEADER, LeaderAndIsr
+from server_common.zkdata import NO_LEADER, LeaderAndIsr
 
 
 class FakeClock:

@@ -8,11 +8,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from client.cli import main as cli
 from client.protocol.types import TopicPartition
 from spark.job import TABLES
 from spark.latency import broker_intervals
 from tests.spark import synthetic
+from tools.cli import main as cli
 
 pytestmark = [
     pytest.mark.spark,

@@ -3,7 +3,7 @@
 How it works: `FakeCluster` holds topics in memory, each partition a list of real record
 batches (offsets assigned with `records.assign_offsets`, HW = LEO: every append is
 committed at once). It plays one or several brokers; each broker serves connections with
-the broker's own `broker.network.serve_connection` and a handler of ours, so framing,
+the broker's own `server_common.network.serve_connection` and a handler of ours, so framing,
 pipelining and error answers are the real ones. Leadership is per partition: only the
 leader accepts Produce/Fetch/ListOffsets, the others answer NOT_LEADER_OR_FOLLOWER, and
 a fetch naming another leader epoch gets FENCED/UNKNOWN_LEADER_EPOCH (KIP-320). A fetch
@@ -43,13 +43,13 @@ from typing import Any
 import trio
 import trio.testing
 
-from broker.network import NO_RESPONSE, Reply, error_answer, serve_connection
 from client.protocol import messages as m
 from client.protocol import records as rec
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition, topic_name_problem
+from server_common.network import NO_RESPONSE, Reply, error_answer, serve_connection
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ import trio
 import trio.testing
 
 from broker.config import BrokerConfig
-from broker.network import serve_connection
 from broker.server import BrokerServer
 from client.connection import BrokerConnection
 from client.protocol import messages as m
+from server_common.network import serve_connection
 
 TOPIC = "t"
 

@@ -136,7 +136,7 @@ async def _assert_still_serving(port):
 
 
 async def test_garbage_and_broken_frames_close_only_that_connection(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="broker.network")
+    caplog.set_level(logging.INFO, logger="server_common.network")
     async with running_broker(tmp_path, **{"socket.request.max.bytes": 65536}) as (server, nursery):
         port = await serve_tcp(server, nursery)
         async with open_connection("127.0.0.1", port) as bystander:

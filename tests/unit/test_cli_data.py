@@ -1,6 +1,6 @@
 """The data and admin CLI commands against a fake cluster running in a background thread.
 
-`client.cli.main([...])` runs in the test's thread (it starts its own Trio loop); the
+`tools.cli.main([...])` runs in the test's thread (it starts its own Trio loop); the
 fake brokers serve TCP from their own thread. Errors must come out as exactly one line
 on stderr with a non-zero exit, never a traceback; a few checks run the real entry
 point in a subprocess to make sure of that end to end.
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from client.cli import main
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from tests.support.fake_broker import FakeClusterThread
+from tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -279,9 +279,9 @@ def test_a_bad_plan_is_one_line(run, tmp_path, content, problem):
 
 
 def cli(*argv: str, stdin: str = "") -> subprocess.CompletedProcess:
-    """What the `tributary` console script runs (`client.cli:main`)."""
+    """What the `tributary` console script runs (`tools.cli:main`)."""
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from client.cli import main; sys.exit(main())", *argv],
+        [sys.executable, "-c", "import sys; from tools.cli import main; sys.exit(main())", *argv],
         cwd=ROOT,
         input=stdin,
         capture_output=True,

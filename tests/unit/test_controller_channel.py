@@ -5,11 +5,11 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.network import serve_connection
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from controller.channel import ControllerChannelManager
 from controller.core.context import BrokerInfo
+from server_common.network import serve_connection
 
 
 def metadata(marker: int) -> m.UpdateMetadataRequest:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import LEADER_DURING_DELETE, NO_LEADER, LeaderAndIsr, TopicAssignment
 from controller.core.context import BrokerInfo, ControllerContext
 from controller.core.decisions import (
     epoch_bumps,
@@ -27,6 +26,7 @@ from controller.core.shutdown import (
     shutdown_request_error,
 )
 from controller.core.state_change import Reason
+from server_common.zkdata import LEADER_DURING_DELETE, NO_LEADER, LeaderAndIsr, TopicAssignment
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
 

@@ -21,7 +21,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import NO_LEADER, LeaderAndIsr, TopicAssignment
 from controller.core.context import BrokerInfo, ControllerContext
 from controller.core.decisions import (
     on_broker_failure,
@@ -30,6 +29,7 @@ from controller.core.decisions import (
     preferred_elections,
 )
 from controller.core.shutdown import controlled_shutdown_changes, shutdown_request_error
+from server_common.zkdata import NO_LEADER, LeaderAndIsr, TopicAssignment
 
 BROKERS = (1, 2, 3, 4)
 

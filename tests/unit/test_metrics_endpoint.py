@@ -11,11 +11,11 @@ from __future__ import annotations
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.metrics_http import serve_metrics
-from broker.network import serve_connection
 from client.connection import open_connection
 from client.protocol import messages as m
 from client.protocol.records import Record, build_batch
+from server_common.metrics_http import serve_metrics
+from server_common.network import serve_connection
 from tests.unit.broker_harness import TOPIC, running_broker
 
 RECORDS_PER_BATCH = 4

@@ -20,7 +20,7 @@ from broker.core.replica_manager import ReplicaManager, ReplicationConfig
 from client.protocol.errors import ErrorCode
 from client.protocol.records import Record, build_batch
 from client.protocol.types import TopicPartition
-from client.protocol.zkdata import LeaderAndIsr
+from server_common.zkdata import LeaderAndIsr
 
 TP = TopicPartition("orders", 0)
 LAG_MS = 10_000

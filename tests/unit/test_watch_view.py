@@ -15,9 +15,13 @@ import json
 import pytest
 import trio
 
-from client.cli import main
-from client.cluster.inspect import ClusterView, PartitionView
-from client.cluster.watch_view import (
+from client.connection import open_connection, open_connection_pool
+from client.protocol import messages as m
+from client.protocol.records import Record, build_batch
+from server_common import zkdata
+from tools.cli import main
+from tools.cluster.inspect import ClusterView, PartitionView
+from tools.cluster.watch_view import (
     BROKER_DOWN,
     BROKER_NOT_ANSWERING,
     BROKER_UP,
@@ -31,11 +35,7 @@ from client.cluster.watch_view import (
     render_to_string,
     unavailable_snapshot,
 )
-from client.commands.watch import SnapshotReader
-from client.connection import open_connection, open_connection_pool
-from client.protocol import messages as m
-from client.protocol import zkdata
-from client.protocol.records import Record, build_batch
+from tools.commands.watch import SnapshotReader
 
 T0 = 1_700_000_000_000
 ZK = "127.0.0.1:2181"
@@ -156,7 +156,7 @@ def test_leader_on_a_dead_broker_is_flagged_before_the_controller_moves_it():
 def test_status_marks_are_coloured_on_a_colour_terminal():
     from rich.console import Console
 
-    from client.cluster.watch_view import render
+    from tools.cluster.watch_view import render
 
     urp = partition(0, 1, (1, 2), offsets={1: (1, 1)})
     offline = partition(1, -1, (3,))

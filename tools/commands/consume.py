@@ -18,8 +18,9 @@ import sys
 
 import trio
 
-from client.cli import CliError
-from client.commands.common import (
+from client.consumer import EARLIEST, LATEST, ConsumerRecord, open_consumer
+from client.protocol.types import TopicPartition
+from tools.commands.common import (
     add_bootstrap_option,
     bootstrap_of,
     non_negative_int,
@@ -27,8 +28,7 @@ from client.commands.common import (
     run_async,
     text_or_none,
 )
-from client.consumer import EARLIEST, LATEST, ConsumerRecord, open_consumer
-from client.protocol.types import TopicPartition
+from tools.errors import CliError
 
 
 def register(subparsers) -> None:

@@ -13,15 +13,15 @@ import json
 import sys
 
 from client.admin import NewTopic, TopicDescription, open_admin
-from client.cli import CliError
-from client.commands.common import (
+from client.protocol.errors import ErrorCode, TributaryError
+from tools.commands.common import (
     add_bootstrap_option,
     bootstrap_of,
     parse_config_pairs,
     positive_int,
     run_async,
 )
-from client.protocol.errors import ErrorCode, TributaryError
+from tools.errors import CliError
 
 
 def register(subparsers) -> None:

@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 
 import trio
 
-from client.cli import CliError
-from client.commands.common import (
+from client.producer import DeliveryHandle, open_producer
+from tools.commands.common import (
     add_bootstrap_option,
     bootstrap_of,
     non_negative_int,
@@ -28,7 +28,7 @@ from client.commands.common import (
     run_async,
     text_or_none,
 )
-from client.producer import DeliveryHandle, open_producer
+from tools.errors import CliError
 
 # Bytes read from stdin per call: big enough that piping a file costs few thread hops.
 READ_CHUNK = 64 * 1024

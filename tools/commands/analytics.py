@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from client.cli import CliError
+from tools.errors import CliError
 
 __all__ = ["register"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from client.protocol import zkdata
+from server_common import zkdata
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""A fake broker for controller tests and benchmarks: registers, records, answers.
+"""A recording broker for controller tests and benchmarks: registers, records, answers.
 
-How it works: `FakeBroker.run` serves the broker protocol on port 0 with
-`broker.network.serve_connection`; it answers LeaderAndIsr, UpdateMetadata and
+How it works: `RecordingBroker.run` serves the broker protocol on port 0 with
+`server_common.network.serve_connection`; it answers LeaderAndIsr, UpdateMetadata and
 StopReplica with success (or STALE_CONTROLLER_EPOCH for a request from an older
 controller epoch than one it has seen, as real brokers do) and records every request in
 `received`. `register()` creates its ephemeral /brokers/ids/<id> znode (the broker epoch
@@ -20,16 +20,16 @@ from typing import Any
 
 import trio
 
-from broker.network import error_answer, serve_connection
 from client.protocol import messages as m
-from client.protocol import zkdata
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
-from client.zk import ZkClient
+from server_common import zkdata
+from server_common.network import error_answer, serve_connection
+from server_common.zk import ZkClient
 
 
-class FakeBroker:
+class RecordingBroker:
     def __init__(self, broker_id: int, zk: ZkClient, *, host: str = "127.0.0.1"):
         self.broker_id = broker_id
         self.zk = zk

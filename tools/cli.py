@@ -13,15 +13,8 @@ import logging
 import sys
 
 from client import __version__
-from client.commands import COMMAND_MODULES
-
-
-class CliError(Exception):
-    """A failure to report to the user as one line."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message)
-        self.exit_code = exit_code
+from tools.commands import COMMAND_MODULES
+from tools.errors import CliError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        importlib.import_module(f"client.commands.{name}").register(subparsers)
+        importlib.import_module(f"tools.commands.{name}").register(subparsers)
     return parser
 
 
@@ -68,11 +61,3 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: one line, never a traceback
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    # `python -m client.cli` runs this file as __main__, a second copy of the module:
-    # use the real one so that CliError raised by command modules is recognised.
-    from client.cli import main as real_main
-
-    sys.exit(real_main())

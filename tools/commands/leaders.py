@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 
 from client.admin import open_admin
-from client.cli import CliError
-from client.commands.common import add_bootstrap_option, bootstrap_of, run_async
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
+from tools.commands.common import add_bootstrap_option, bootstrap_of, run_async
+from tools.errors import CliError
 
 
 def register(subparsers) -> None:

@@ -1,6 +1,6 @@
 """`tributary cluster watch`, the pure half: snapshots, the events between them, rendering.
 
-How it works: the shell (client/commands/watch.py) reads ZooKeeper (registered brokers,
+How it works: the shell (tools/commands/watch.py) reads ZooKeeper (registered brokers,
 the active controller, every partition's leader/epoch/ISR) and asks every registered
 broker for DescribeLogDirs (HW and LEO of each replica it hosts). `build_snapshot` turns
 those answers into a `ClusterSnapshot`: plain values, stamped with the `taken_at_ms` the
@@ -28,8 +28,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from client.cluster.inspect import ClusterView
 from client.protocol import messages as m
+from tools.cluster.inspect import ClusterView
 
 # What a broker id can be in a snapshot.
 BROKER_UP = "up"  # registered in ZooKeeper and answering requests

@@ -1,13 +1,13 @@
 """`tributary cluster watch [--interval 1.0] [--once]`: a live view of a cluster.
 
 How it works: every `--interval` seconds the `SnapshotReader` reads ZooKeeper with
-`client.cluster.inspect.read_cluster` (in a worker thread), then sends DescribeLogDirs
+`tools.cluster.inspect.read_cluster` (in a worker thread), then sends DescribeLogDirs
 to every registered broker concurrently (each with `--timeout`; a broker that does not
 answer shows as "not answering"). Connections are kept in a pool between frames. A
 broker is reached at the first of its registered endpoints that accepts a connection
 (the inter-broker listener first, then the others), so the same command works on the
 host against the local cluster and against docker-compose (where only the EXTERNAL
-listener is reachable from the host). The pure half (client/cluster/watch_view.py)
+listener is reachable from the host). The pure half (tools/cluster/watch_view.py)
 builds the snapshot, diffs it against the previous one and renders the frame, which
 rich's `Live` redraws in place. Ctrl-C ends it with exit code 0.
 
@@ -27,9 +27,6 @@ import trio
 from rich.console import Console
 from rich.live import Live
 
-from client.cli import CliError
-from client.cluster import watch_view as view
-from client.cluster.state import ClusterState, cluster_dir, default_zookeeper
 from client.connection import (
     BrokerConnectionError,
     BrokerUnavailableError,
@@ -38,6 +35,9 @@ from client.connection import (
 )
 from client.protocol import messages as m
 from client.protocol.errors import TributaryError
+from tools.cluster import watch_view as view
+from tools.cluster.state import ClusterState, cluster_dir, default_zookeeper
+from tools.errors import CliError
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class SnapshotReader:
         self._reachable: dict[int, Address] = {}  # the endpoint that worked last time
 
     async def take(self, taken_at_ms: int) -> view.ClusterSnapshot:
-        from client.cluster.inspect import read_cluster
+        from tools.cluster.inspect import read_cluster
 
         try:
             cluster = await trio.to_thread.run_sync(

@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from client.cluster.state import ClusterState, ProcessInfo, process_alive
-from client.cluster.zookeeper import ZooKeeperServer, four_letter_word, free_port
-from client.properties import write_properties
+from server_common.properties import write_properties
+from tools.cluster.state import ClusterState, ProcessInfo, process_alive
+from tools.cluster.zookeeper import ZooKeeperServer, four_letter_word, free_port
 
 # Small values for a cluster on one machine: failures are visible within seconds.
 LOCAL_BROKER_SETTINGS = {
@@ -454,7 +454,7 @@ class LocalCluster:
             result["zookeeper_state"] = "down"
             return result
         result["zookeeper_state"] = "up"
-        from client.cluster.inspect import read_cluster
+        from tools.cluster.inspect import read_cluster
 
         view = read_cluster(state.zookeeper_connect)
         registered = set(view.brokers)

@@ -14,8 +14,8 @@ from typing import Any
 
 import trio
 
-from client.logging_setup import configure_logging
-from client.properties import ConfigError, load_properties, parse_overrides
+from server_common.logging_setup import configure_logging
+from server_common.properties import ConfigError, load_properties, parse_overrides
 
 
 def add_server_arguments(parser: argparse.ArgumentParser, what: str, example: str) -> None:

@@ -21,11 +21,11 @@ from typing import Any, TypeVar
 
 import trio
 
-from client.cli import CliError
-from client.cluster.state import default_bootstrap
-from client.logging_setup import configure_logging
 from client.metadata import NoBrokersAvailableError, UnknownTopicError, parse_bootstrap
 from client.protocol.errors import TributaryError
+from server_common.logging_setup import configure_logging
+from tools.cluster.state import default_bootstrap
+from tools.errors import CliError
 
 T = TypeVar("T")
 

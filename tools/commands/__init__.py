@@ -1,7 +1,7 @@
 """Subcommands of the `tributary` CLI, one module per command group.
 
 Each module exposes `register(subparsers)` which adds its parsers and sets
-`handler=<function(args) -> int>` on them. `client.cli` imports the modules listed in
+`handler=<function(args) -> int>` on them. `tools.cli` imports the modules listed in
 `COMMAND_MODULES`; a module that fails to import is reported as one line, not a crash.
 """
 

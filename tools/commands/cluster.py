@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from client.cli import CliError
-from client.cluster.launcher import LauncherError, LocalCluster
-from client.cluster.state import cluster_dir
-from client.properties import ConfigError, parse_overrides
+from server_common.properties import ConfigError, parse_overrides
+from tools.cluster.launcher import LauncherError, LocalCluster
+from tools.cluster.state import cluster_dir
+from tools.errors import CliError
 
 
 def register(subparsers) -> None:
@@ -79,7 +79,7 @@ def register(subparsers) -> None:
     logs.set_defaults(handler=_logs)
 
     try:
-        from client.commands.watch import register_watch
+        from tools.commands.watch import register_watch
     except ImportError:
         register_watch = None
     if register_watch is not None:

@@ -11,7 +11,7 @@ import logging
 
 import trio
 
-from broker.metrics import MetricsRegistry
+from server_common.metrics import MetricsRegistry
 
 log = logging.getLogger(__name__)
 

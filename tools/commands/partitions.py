@@ -15,10 +15,10 @@ import json
 from typing import Any
 
 from client.admin import Admin, Reassignment, open_admin
-from client.cli import CliError
-from client.commands.common import add_bootstrap_option, bootstrap_of, run_async
 from client.protocol.errors import TributaryError
 from client.protocol.types import TopicPartition
+from tools.commands.common import add_bootstrap_option, bootstrap_of, run_async
+from tools.errors import CliError
 
 Plan = dict[TopicPartition, list[int]]
 

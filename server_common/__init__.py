@@ -1,0 +1,15 @@
+"""What the broker and controller processes share: the server plumbing around their cores.
+
+- `network`: the framed-request server loop (one reader and one in-order writer per
+  connection), `Reply` for answers that come later, error answers;
+- `metrics`, `metrics_http`: the metrics registry and its Prometheus endpoint;
+- `properties`: typed configuration in Kafka's style (properties files, overrides);
+- `zk`: the ZooKeeper seam (the only module that touches kazoo) and `zkdata`: the JSON
+  layout of every znode, as Kafka 2.x writes it;
+- `server_main`, `logging_setup`: the edges of a server process (command line, logging,
+  signals).
+
+It depends on `client.protocol` only; `broker`, `controller` and `tools` depend on it.
+Importing this package imports none of its modules, so a sans-IO core may use the pure
+ones (`zkdata`) without pulling in trio or kazoo.
+"""
