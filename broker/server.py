@@ -55,7 +55,15 @@ from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import serve_connection
 from server_common.server_main import call_on_termination
-from server_common.zk import NodeExistsError, NoNodeError, ZkClient, is_connected, is_lost
+from server_common.zk import (
+    BadVersionError,
+    KazooZooKeeper,
+    NodeExistsError,
+    NoNodeError,
+    ZkError,
+    is_connected,
+    is_lost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +106,7 @@ class BrokerServer:
         self.endpoints: dict[int, BrokerEndpoint] = {}
         self.topic_configs: dict[str, LogConfig] = {}
         self.default_log_config = LogConfig.from_properties(config.default_topic_properties())
-        self.zk = ZkClient(
+        self.zk = KazooZooKeeper(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
@@ -358,7 +366,7 @@ class BrokerServer:
                 return
             except NodeExistsError:
                 existing = await self.zk.exists(path)
-                if existing is not None and existing.ephemeralOwner == self.zk.session_id:
+                if existing is not None and existing.ephemeral_owner == self.zk.session_id:
                     self.broker_epoch = existing.czxid
                     return
                 if trio.current_time() > deadline:
@@ -394,8 +402,6 @@ class BrokerServer:
     async def _write_isr(self, update: IsrUpdate):
         tp, state = update.topic_partition, update.new_state
         path = zkdata.partition_state_path(tp.topic, tp.partition)
-        from kazoo.exceptions import BadVersionError, KazooException
-
         try:
             stat = await self.zk.set(path, state.encode(), version=state.zk_version)
             return IsrUpdateSucceeded(stat.version)
@@ -406,7 +412,7 @@ class BrokerServer:
             return IsrUpdateConflict(current)
         except NoNodeError:
             return IsrUpdateConflict(None)
-        except (KazooException, OSError) as exc:
+        except (ZkError, OSError) as exc:
             return IsrUpdateFailed(f"{type(exc).__name__}: {exc}")
 
     async def _read_state(self, path: str):

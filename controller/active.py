@@ -33,7 +33,7 @@ from controller.event_log import EventLog
 from controller.events import EventQueue, Queued, ReassigningPartitionChanged
 from controller.zk_store import ZkStore
 from server_common import zkdata
-from server_common.zk import ZkClient
+from server_common.zk import ZooKeeper
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class ActiveController:
         self,
         *,
         ctx: ControllerContext,
-        zk: ZkClient,
+        zk: ZooKeeper,
         config: ControllerConfig,
         queue: EventQueue,
         events: EventLog,

@@ -131,7 +131,7 @@ class EventQueue:
 
     @property
     def sender(self) -> trio.MemorySendChannel:
-        """For `ZkClient.get_and_watch_once`: items sent here must be `Queued`."""
+        """For `ZooKeeper.get_and_watch_once`: items sent here must be `Queued`."""
         return self._send
 
     def __len__(self) -> int:

@@ -20,10 +20,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
 from server_common import zkdata
-from server_common.zk import ZkClient, ZkOp
+from server_common.zk import BadVersionError, NodeExistsError, NoNodeError, ZkOp, ZooKeeper
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +46,7 @@ def _parse_epoch(data: bytes) -> int:
 
 
 async def try_to_become_controller(
-    zk: ZkClient, controller_id: int, host: str, port: int, now_ms: int
+    zk: ZooKeeper, controller_id: int, host: str, port: int, now_ms: int
 ) -> Term | None:
     """The new term if we won, None if another controller is active."""
     registration = zkdata.encode_controller(controller_id, now_ms, host, port)
@@ -77,7 +75,7 @@ async def try_to_become_controller(
             return Term(epoch=epoch, epoch_zk_version=bumped.version)
         if isinstance(created, NodeExistsError):
             owner = await zk.exists(zkdata.CONTROLLER)
-            if owner is not None and owner.ephemeralOwner == zk.session_id:
+            if owner is not None and owner.ephemeral_owner == zk.session_id:
                 # Left over from an earlier term of this very session: clear it, retry.
                 await resign(zk)
                 continue
@@ -89,16 +87,16 @@ async def try_to_become_controller(
     return None
 
 
-async def resign(zk: ZkClient) -> bool:
+async def resign(zk: ZooKeeper) -> bool:
     """Delete /controller if this session owns it; True if it did."""
     stat = await zk.exists(zkdata.CONTROLLER)
-    if stat is None or stat.ephemeralOwner != zk.session_id:
+    if stat is None or stat.ephemeral_owner != zk.session_id:
         return False
     await zk.delete(zkdata.CONTROLLER, version=stat.version)
     return True
 
 
-async def active_controller_id(zk: ZkClient) -> int | None:
+async def active_controller_id(zk: ZooKeeper) -> int | None:
     """Who holds /controller now (None: nobody, or unreadable)."""
     result = await zk.get_or_none(zkdata.CONTROLLER)
     if result is None:

@@ -42,7 +42,7 @@ from controller.zk_store import ControllerMovedError
 from server_common import zkdata
 from server_common.metrics_http import serve_metrics
 from server_common.server_main import call_on_termination
-from server_common.zk import ZkClient, is_connected, is_lost
+from server_common.zk import KazooZooKeeper, is_connected, is_lost
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class ControllerServer:
     def __init__(self, config: ControllerConfig):
         self.config = config
         self.controller_id = config.controller_id
-        self.zk = ZkClient(
+        self.zk = KazooZooKeeper(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
@@ -146,7 +146,7 @@ class ControllerServer:
 
     async def _forward_controller(self, channel: trio.MemoryReceiveChannel) -> None:
         async for data, stat in channel:
-            owner = stat.ephemeralOwner if stat is not None else None
+            owner = stat.ephemeral_owner if stat is not None else None
             self.queue.put(ev.ControllerZnodeChanged(owner, data))
 
     async def _forward_session_events(self) -> None:
@@ -260,7 +260,7 @@ class ControllerServer:
             if self.active is not None:
                 self._end_term("/controller disappeared")
             await self._elect()
-        elif self.active is not None and stat.ephemeralOwner != self.zk.session_id:
+        elif self.active is not None and stat.ephemeral_owner != self.zk.session_id:
             self._end_term("another controller holds /controller")
 
     def _end_term(self, reason: str) -> None:

@@ -1,7 +1,7 @@
 """ZooKeeper reads and fenced writes of the active controller.
 
 How it works:
-- Reads are batched with `ZkClient.get_many` (pipelined: thousands of znodes cost about
+- Reads are batched with `ZooKeeper.get_many` (pipelined: thousands of znodes cost about
   one round trip), so a new controller loads 2,000 partitions in a fraction of a second.
   Malformed znodes are logged and skipped, never fatal.
 - Every write is a ZooKeeper multi whose first op checks the version of
@@ -21,19 +21,19 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kazoo.exceptions import (
+from client.protocol.types import TopicPartition
+from controller.core.context import BrokerInfo
+from controller.core.state_change import StateChange
+from server_common import zkdata
+from server_common.zk import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
+    ZkOp,
+    ZooKeeper,
 )
-
-from client.protocol.types import TopicPartition
-from controller.core.context import BrokerInfo
-from controller.core.state_change import StateChange
-from server_common import zkdata
-from server_common.zk import ZkClient, ZkOp
 from server_common.zkdata import LeaderAndIsr, TopicAssignment, ZkDataError
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class StateWriteResult:
 
 
 class ZkStore:
-    def __init__(self, zk: ZkClient, epoch_zk_version: int):
+    def __init__(self, zk: ZooKeeper, epoch_zk_version: int):
         self.zk = zk
         self.epoch_zk_version = epoch_zk_version
 

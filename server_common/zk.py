@@ -1,8 +1,16 @@
-"""The one bridge between kazoo's threads and Trio.
+"""The ZooKeeper seam: what the servers and tools may ask of ZooKeeper, and the one
+module that talks to kazoo.
 
-How it works: kazoo runs its own connection thread and calls watch callbacks there.
-Blocking kazoo calls (`get`, `set`, `create`...) run through `trio.to_thread.run_sync`;
-callbacks (children/data watches, session state changes) are handed to Trio with
+How it works: `ZooKeeper` is the interface every caller codes against (brokers through
+`broker.zk_gateway`, the controller through `controller.zk_store`/`leadership`, the
+tools' cluster inspector). `KazooZooKeeper` implements it on kazoo; an in-memory
+implementation for in-process test clusters lives in `tests/support/memory_zk.py` and
+passes the same contract tests. Nothing of kazoo crosses this seam: failures are this
+module's `ZkError`s, znode metadata is this module's `ZnodeStat`.
+
+Kazoo runs its own connection thread and calls watch callbacks there. Blocking kazoo
+calls (`get`, `set`, `create`...) run through `trio.to_thread.run_sync`; callbacks
+(children/data watches, session state changes) are handed to Trio with
 `trio_token.run_sync_soon(channel.send_nowait, item)` into unbounded memory channels
 (watch events are few and coalescible: consumers can drain to the latest value).
 
@@ -18,29 +26,131 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import trio
+from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ZkClient", "NoNodeError", "NodeExistsError", "ZnodeStat", "SessionEvent"]
+__all__ = [
+    "BadVersionError",
+    "KazooZooKeeper",
+    "NoNodeError",
+    "NodeExistsError",
+    "NotEmptyError",
+    "RolledBackError",
+    "SessionEvent",
+    "ZkConnectionError",
+    "ZkError",
+    "ZkOp",
+    "ZnodeStat",
+    "ZooKeeper",
+]
+
+
+# -- errors ----------------------------------------------------------------------------
+class ZkError(Exception):
+    """A ZooKeeper operation failed."""
+
+
+class NoNodeError(ZkError):
+    """The znode does not exist."""
+
+
+class NodeExistsError(ZkError):
+    """A create found the znode already there."""
+
+
+class BadVersionError(ZkError):
+    """A conditional set/delete/check found another version."""
+
+
+class NotEmptyError(ZkError):
+    """A delete found children under the znode."""
+
+
+class RolledBackError(ZkError):
+    """An op of a multi that did not take effect because another op of it failed."""
+
+
+class ZkConnectionError(ZkError):
+    """No answer: connection lost, session expired or a time-out. The outcome of a write
+    is unknown."""
+
+
+_TRANSLATED: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
+    (kazoo_errors.NoNodeError, NoNodeError),
+    (kazoo_errors.NodeExistsError, NodeExistsError),
+    (kazoo_errors.BadVersionError, BadVersionError),
+    (kazoo_errors.NotEmptyError, NotEmptyError),
+    (kazoo_errors.RolledBackError, RolledBackError),
+    (kazoo_errors.RuntimeInconsistency, RolledBackError),
+    (kazoo_errors.ConnectionLoss, ZkConnectionError),
+    (kazoo_errors.SessionExpiredError, ZkConnectionError),
+    (kazoo_errors.OperationTimeoutError, ZkConnectionError),
+    (kazoo_errors.SessionMovedError, ZkConnectionError),
+    (KazooTimeoutError, ZkConnectionError),
+)
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """Kazoo's exception as this module's (other exceptions pass unchanged)."""
+    for kazoo_type, ours in _TRANSLATED:
+        if isinstance(exc, kazoo_type):
+            error = ours(str(exc) or type(exc).__name__)
+            error.__cause__ = exc
+            return error
+    if isinstance(exc, kazoo_errors.KazooException):
+        error = ZkError(f"{type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+# -- values ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ZnodeStat:
+    """What callers use of a znode's metadata."""
+
+    version: int  # data version: the `version` of a conditional set
+    czxid: int  # the transaction that created it (a broker registration's epoch)
+    ephemeral_owner: int  # the owning session id; 0 for a persistent znode
+
+
+def _stat(kazoo_stat: Any) -> ZnodeStat:
+    return ZnodeStat(kazoo_stat.version, kazoo_stat.czxid, kazoo_stat.ephemeralOwner)
 
 
 @dataclass(frozen=True)
 class SessionEvent:
-    state: str  # "CONNECTED", "SUSPENDED" or "LOST" (kazoo's KazooState values)
+    state: str  # "CONNECTED", "SUSPENDED" or "LOST"
     session_id: int | None
+
+    @property
+    def lost(self) -> bool:
+        return self.state == "LOST"
+
+    @property
+    def connected(self) -> bool:
+        return self.state == "CONNECTED"
+
+
+def is_lost(event: SessionEvent) -> bool:
+    return event.lost
+
+
+def is_connected(event: SessionEvent) -> bool:
+    return event.connected
 
 
 @dataclass(frozen=True)
 class ZkOp:
-    """One operation of a ZooKeeper multi (`ZkClient.commit_many`).
+    """One operation of a ZooKeeper multi (`ZooKeeper.commit_many`).
 
     `kind` is "check", "create", "set" or "delete"; `version` is the expected znode version
     for check/set/delete (-1: any); `ephemeral` is for creates.
@@ -69,7 +179,81 @@ class ZkOp:
         return cls("delete", path, version=version)
 
 
-class ZkClient:
+# -- the interface -----------------------------------------------------------------------
+class ZooKeeper(Protocol):
+    """The ZooKeeper operations Tributary uses. Every method raises `ZkError`s only."""
+
+    hosts: str
+    session_timeout_ms: int
+    session_events: trio.MemoryReceiveChannel[SessionEvent]
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def session_id(self) -> int | None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self, timeout_s: float = 5.0) -> None: ...
+
+    async def get(self, path: str) -> tuple[bytes, ZnodeStat]: ...
+
+    async def get_or_none(self, path: str) -> tuple[bytes, ZnodeStat] | None: ...
+
+    async def get_children(self, path: str) -> list[str]: ...
+
+    async def get_children_or_empty(self, path: str) -> list[str]: ...
+
+    async def exists(self, path: str) -> ZnodeStat | None: ...
+
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str: ...
+
+    async def create_with_stat(
+        self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False
+    ) -> tuple[str, ZnodeStat]: ...
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat: ...
+
+    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
+
+    async def ensure_path(self, path: str) -> None: ...
+
+    async def ensure_paths(self, paths: Sequence[str]) -> None: ...
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]: ...
+
+    async def get_children_many(self, paths: Sequence[str]) -> list[list[str] | None]: ...
+
+    async def set_many(
+        self, writes: Sequence[tuple[str, bytes, int]]
+    ) -> list[ZnodeStat | ZkError]: ...
+
+    async def create_many(self, creates: Sequence[tuple[str, bytes]]) -> list[str | ZkError]: ...
+
+    async def commit_many(self, transactions: Sequence[Sequence[ZkOp]]) -> list: ...
+
+    async def get_and_watch_once(
+        self, path: str, send: trio.MemorySendChannel, item: Any
+    ) -> tuple[bytes, ZnodeStat] | None: ...
+
+    async def watch_children(self, path: str) -> trio.MemoryReceiveChannel: ...
+
+    async def watch_data(self, path: str) -> trio.MemoryReceiveChannel: ...
+
+
+# -- kazoo ---------------------------------------------------------------------------------
+class KazooZooKeeper:
+    """`ZooKeeper` on kazoo: real ZooKeeper servers at `hosts` (a connect string)."""
+
     def __init__(
         self,
         hosts: str,
@@ -87,12 +271,8 @@ class ZkClient:
             command_retry=KazooRetry(max_tries=3, delay=0.05, max_delay=0.5),
         )
         self._token: trio.lowlevel.TrioToken | None = None
-        self._session_send, self.session_events = trio.open_memory_channel(math.inf)
+        self._session_send, self.session_events = trio.open_memory_channel[SessionEvent](math.inf)
         self._kazoo.add_listener(self._on_state)
-
-    @property
-    def kazoo(self) -> KazooClient:
-        return self._kazoo
 
     @property
     def connected(self) -> bool:
@@ -103,11 +283,17 @@ class ZkClient:
         sid = self._kazoo.client_id
         return sid[0] if sid else None
 
+    @property
+    def session_credentials(self) -> tuple[int, bytes] | None:
+        """(session id, password): another client given these shares the session (tests
+        use it to expire a session on purpose)."""
+        return self._kazoo.client_id
+
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         timeout = self.connection_timeout_ms / 1000
-        await trio.to_thread.run_sync(lambda: self._kazoo.start(timeout=timeout))
+        await self._run(self._kazoo.start, timeout=timeout)
 
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Close the session (its ephemeral znodes go at once). Bounded: with ZooKeeper
@@ -133,14 +319,24 @@ class ZkClient:
 
     def _on_state(self, state: str) -> None:  # runs on a kazoo thread
         sid = self._kazoo.client_id
-        self._hand_to_trio(self._session_send, SessionEvent(str(state), sid[0] if sid else None))
+        name = {KazooState.LOST: "LOST", KazooState.CONNECTED: "CONNECTED"}.get(state, "SUSPENDED")
+        self._hand_to_trio(self._session_send, SessionEvent(name, sid[0] if sid else None))
 
     # -- plain operations ------------------------------------------------------------
     async def _run(self, fn, *args, **kwargs):
-        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        """`fn(*args, **kwargs)` in a worker thread, kazoo's errors translated."""
+
+        def call():
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                raise _translate(exc) from None
+
+        return await trio.to_thread.run_sync(call)
 
     async def get(self, path: str) -> tuple[bytes, ZnodeStat]:
-        return await self._run(self._kazoo.get, path)
+        data, stat = await self._run(self._kazoo.get, path)
+        return data, _stat(stat)
 
     async def get_or_none(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         try:
@@ -158,7 +354,8 @@ class ZkClient:
             return []
 
     async def exists(self, path: str) -> ZnodeStat | None:
-        return await self._run(self._kazoo.exists, path)
+        stat = await self._run(self._kazoo.exists, path)
+        return None if stat is None else _stat(stat)
 
     async def create(
         self,
@@ -181,7 +378,7 @@ class ZkClient:
     async def create_with_stat(
         self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False
     ) -> tuple[str, ZnodeStat]:
-        return await self._run(
+        created, stat = await self._run(
             self._kazoo.create,
             path,
             value,
@@ -189,9 +386,10 @@ class ZkClient:
             makepath=makepath,
             include_data=True,
         )
+        return created, _stat(stat)
 
     async def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
-        return await self._run(self._kazoo.set, path, value, version=version)
+        return _stat(await self._run(self._kazoo.set, path, value, version=version))
 
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         try:
@@ -207,43 +405,43 @@ class ZkClient:
             for path in paths:
                 self._kazoo.ensure_path(path)
 
-        await trio.to_thread.run_sync(ensure_all)
+        await self._run(ensure_all)
 
     # -- pipelined batches -------------------------------------------------------------
-    def _collect(self, pending: list, on_error: Callable[[Exception], Any]) -> list:
+    def _collect(self, pending: list, on_error: Callable[[ZkError], Any]) -> list:
         """Wait for kazoo async results in order; a failed one becomes `on_error(exc)`."""
         results = []
         for item in pending:
             try:
                 results.append(item.get(timeout=self.session_timeout_ms / 1000))
             except Exception as exc:  # per item: NoNodeError, BadVersionError...
-                results.append(on_error(exc))
+                results.append(on_error(_translate(exc)))
         return results
 
-    async def _pipelined(self, start: Callable[[], list], on_error: Callable[[Exception], Any]):
-        return await trio.to_thread.run_sync(lambda: self._collect(start(), on_error))
+    async def _pipelined(self, start: Callable[[], list], on_error: Callable[[ZkError], Any]):
+        return await self._run(lambda: self._collect(start(), on_error))
 
     async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
         """Read many znodes pipelined; None where a znode does not exist."""
-        return await self._pipelined(
+        results = await self._pipelined(
             lambda: [self._kazoo.get_async(p) for p in paths], _none_if_missing
         )
+        return [None if r is None else (r[0], _stat(r[1])) for r in results]
 
     async def get_children_many(self, paths: Sequence[str]) -> list[list[str] | None]:
         return await self._pipelined(
             lambda: [self._kazoo.get_children_async(p) for p in paths], _none_if_missing
         )
 
-    async def set_many(
-        self, writes: Sequence[tuple[str, bytes, int]]
-    ) -> list[ZnodeStat | Exception]:
+    async def set_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[ZnodeStat | ZkError]:
         """Pipelined conditional sets: (path, value, version) -> new stat or the error."""
-        return await self._pipelined(
+        results = await self._pipelined(
             lambda: [self._kazoo.set_async(p, v, version=ver) for p, v, ver in writes],
             lambda exc: exc,
         )
+        return [r if isinstance(r, ZkError) else _stat(r) for r in results]
 
-    async def create_many(self, creates: Sequence[tuple[str, bytes]]) -> list[str | Exception]:
+    async def create_many(self, creates: Sequence[tuple[str, bytes]]) -> list[str | ZkError]:
         return await self._pipelined(
             lambda: [self._kazoo.create_async(p, v) for p, v in creates], lambda exc: exc
         )
@@ -252,10 +450,11 @@ class ZkClient:
     async def commit_many(self, transactions: Sequence[Sequence[ZkOp]]) -> list:
         """Pipelined multis (ZooKeeper transactions), each atomic on its own.
 
-        One result per transaction: the list of per-op results (a value per op when it
-        committed; when it did not, the failing op's exception instance, e.g.
-        BadVersionError, and RolledBackError/RuntimeInconsistency for the others), or a
-        single exception when the request itself failed (connection loss, session expiry).
+        One result per transaction: the list of per-op results when the request was
+        answered (per op: its value, a `ZnodeStat` for sets, when the multi committed;
+        when it did not, the failing op's `ZkError`, e.g. BadVersionError, and
+        RolledBackError for the others), or a single `ZkError` when the request itself
+        failed (connection loss, session expiry).
         """
 
         def commit_all():
@@ -277,12 +476,14 @@ class ZkClient:
             results = []
             for item in pending:
                 try:
-                    results.append(list(item.get(timeout=self.session_timeout_ms / 1000)))
+                    answer = item.get(timeout=self.session_timeout_ms / 1000)
                 except Exception as exc:  # the whole multi failed (connection, session)
-                    results.append(exc)
+                    results.append(_translate(exc))
+                    continue
+                results.append([_op_result(r) for r in answer])
             return results
 
-        return await trio.to_thread.run_sync(commit_all)
+        return await self._run(commit_all)
 
     async def get_and_watch_once(
         self, path: str, send: trio.MemorySendChannel, item
@@ -296,12 +497,13 @@ class ZkClient:
         def read():
             try:
                 return self._kazoo.get(path, watch=on_change)
-            except NoNodeError:
+            except kazoo_errors.NoNodeError:
                 if self._kazoo.exists(path, watch=on_change) is None:
                     return None
                 return self._kazoo.get(path)  # created in between; the watch is set
 
-        return await trio.to_thread.run_sync(read)
+        result = await self._run(read)
+        return None if result is None else (result[0], _stat(result[1]))
 
     # -- watches -----------------------------------------------------------------------
     async def watch_children(self, path: str) -> trio.MemoryReceiveChannel:
@@ -320,7 +522,7 @@ class ZkClient:
             self._kazoo.ensure_path(path)
             ChildrenWatch(self._kazoo, path, on_children, send_event=False)
 
-        await trio.to_thread.run_sync(register)
+        await self._run(register)
         return receive
 
     async def watch_data(self, path: str) -> trio.MemoryReceiveChannel:
@@ -328,14 +530,23 @@ class ZkClient:
         send, receive = trio.open_memory_channel(math.inf)
 
         def on_data(data, stat, *_):
-            self._hand_to_trio(send, (data, stat))
+            self._hand_to_trio(send, (data, None if stat is None else _stat(stat)))
             return True
 
-        await trio.to_thread.run_sync(lambda: DataWatch(self._kazoo, path, on_data))
+        await self._run(lambda: DataWatch(self._kazoo, path, on_data))
         return receive
 
 
-def _none_if_missing(exc: Exception) -> None:
+def _op_result(result: Any) -> Any:
+    """One op's result of a multi, in this module's types."""
+    if isinstance(result, BaseException):
+        return _translate(result)
+    if hasattr(result, "czxid") and hasattr(result, "ephemeralOwner"):
+        return _stat(result)
+    return result
+
+
+def _none_if_missing(exc: ZkError) -> None:
     if isinstance(exc, NoNodeError):
         return None
     raise exc
@@ -349,11 +560,3 @@ async def receive_latest(channel: trio.MemoryReceiveChannel):
             item = channel.receive_nowait()
         except trio.WouldBlock:
             return item
-
-
-def is_lost(event: SessionEvent) -> bool:
-    return event.state == KazooState.LOST
-
-
-def is_connected(event: SessionEvent) -> bool:
-    return event.state == KazooState.CONNECTED

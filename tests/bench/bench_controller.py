@@ -25,7 +25,7 @@ from controller.config import ControllerConfig
 from controller.server import ControllerServer
 from controller.zk_store import ZkStore
 from server_common import zkdata
-from server_common.zk import ZkClient
+from server_common.zk import KazooZooKeeper
 from tests.support.recording_broker import RecordingBroker
 from tools.cluster.zookeeper import ZooKeeperServer
 
@@ -34,7 +34,7 @@ PARTITIONS_PER_TOPIC = 100
 BROKERS = (1, 2, 3)
 
 
-async def _populate(zk: ZkClient) -> list[TopicPartition]:
+async def _populate(zk: KazooZooKeeper) -> list[TopicPartition]:
     await zk.ensure_paths(zkdata.PERSISTENT_PATHS)
     creates: list[tuple[str, bytes]] = []
     tps = []
@@ -75,7 +75,7 @@ def _told_everything(broker: RecordingBroker, epoch: int, total: int, hosted: in
 
 
 async def _run(connect: str, log_dir: Path) -> None:
-    zk = ZkClient(connect, connection_timeout_ms=10_000)
+    zk = KazooZooKeeper(connect, connection_timeout_ms=10_000)
     await zk.start()
     try:
         tps = await _populate(zk)
@@ -149,7 +149,7 @@ def main() -> None:
 
 
 async def _prepare_chroot(connect: str, chroot: str) -> None:
-    zk = ZkClient(connect, connection_timeout_ms=10_000)
+    zk = KazooZooKeeper(connect, connection_timeout_ms=10_000)
     await zk.start()
     try:
         await zk.ensure_path(chroot)

@@ -20,7 +20,7 @@ from client.protocol.types import TopicPartition
 from controller.config import ControllerConfig
 from controller.server import ControllerServer
 from server_common import zkdata
-from server_common.zk import ZkClient
+from server_common.zk import KazooZooKeeper
 from tests.support.recording_broker import RecordingBroker
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,7 @@ async def eventually(predicate, timeout_s: float = 10.0, what: str = "condition"
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def start_brokers(nursery, zk: ZkClient, ids) -> dict[int, RecordingBroker]:
+async def start_brokers(nursery, zk: KazooZooKeeper, ids) -> dict[int, RecordingBroker]:
     brokers = {}
     for broker_id in ids:
         broker = RecordingBroker(broker_id, zk)
@@ -79,7 +79,7 @@ async def start_brokers(nursery, zk: ZkClient, ids) -> dict[int, RecordingBroker
 
 
 async def create_topic(
-    zk: ZkClient, topic: str, assignment: dict[int, tuple[int, ...]], config=None
+    zk: KazooZooKeeper, topic: str, assignment: dict[int, tuple[int, ...]], config=None
 ):
     await zk.create(
         zkdata.topic_config_path(topic), zkdata.encode_topic_config(config or {}), makepath=True
@@ -89,12 +89,12 @@ async def create_topic(
     )
 
 
-async def read_state(zk: ZkClient, tp: TopicPartition) -> zkdata.LeaderAndIsr | None:
+async def read_state(zk: KazooZooKeeper, tp: TopicPartition) -> zkdata.LeaderAndIsr | None:
     result = await zk.get_or_none(zkdata.partition_state_path(tp.topic, tp.partition))
     return None if result is None else zkdata.LeaderAndIsr.decode(result[0], result[1].version)
 
 
-async def leader_changes_isr(zk: ZkClient, tp: TopicPartition, isr, *, notify: bool = True):
+async def leader_changes_isr(zk: KazooZooKeeper, tp: TopicPartition, isr, *, notify: bool = True):
     """What a leader does: a conditional set of the ISR, then a change notification."""
     path = zkdata.partition_state_path(tp.topic, tp.partition)
     data, stat = await zk.get(path)
@@ -111,14 +111,14 @@ async def leader_changes_isr(zk: ZkClient, tp: TopicPartition, isr, *, notify: b
         )
 
 
-async def controller_epoch(zk: ZkClient) -> int:
+async def controller_epoch(zk: KazooZooKeeper) -> int:
     data, _ = await zk.get(zkdata.CONTROLLER_EPOCH)
     return int(data)
 
 
 @pytest.fixture
 async def zk(zk_connect):
-    client = ZkClient(zk_connect, session_timeout_ms=6000, connection_timeout_ms=10_000)
+    client = KazooZooKeeper(zk_connect, session_timeout_ms=6000, connection_timeout_ms=10_000)
     await client.start()
     try:
         yield client
@@ -576,7 +576,7 @@ async def test_session_expiry_ends_the_term_and_the_controller_competes_again(
         other.stop()
         other.close()
 
-    await trio.to_thread.run_sync(expire, first.zk.kazoo.client_id)
+    await trio.to_thread.run_sync(expire, first.zk.session_credentials)
 
     await eventually(lambda: second.is_active, what="the standby takes over")
     assert await controller_epoch(zk) == 2

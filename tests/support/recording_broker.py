@@ -5,7 +5,7 @@ How it works: `RecordingBroker.run` serves the broker protocol on port 0 with
 StopReplica with success (or STALE_CONTROLLER_EPOCH for a request from an older
 controller epoch than one it has seen, as real brokers do) and records every request in
 `received`. `register()` creates its ephemeral /brokers/ids/<id> znode (the broker epoch
-is the znode's czxid) through a `ZkClient` the test owns, `unregister()` deletes it (the
+is the znode's czxid) through a `KazooZooKeeper` the test owns, `unregister()` deletes it (the
 controller sees the broker die). `leaders` and `metadata` hold the newest partition
 states it was told, by leader epoch, like a broker would apply them. `wait_for(pred)`
 polls until the recorded state satisfies a predicate (integration tests use real
@@ -26,11 +26,11 @@ from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from server_common import zkdata
 from server_common.network import error_answer, serve_connection
-from server_common.zk import ZkClient
+from server_common.zk import ZooKeeper
 
 
 class RecordingBroker:
-    def __init__(self, broker_id: int, zk: ZkClient, *, host: str = "127.0.0.1"):
+    def __init__(self, broker_id: int, zk: ZooKeeper, *, host: str = "127.0.0.1"):
         self.broker_id = broker_id
         self.zk = zk
         self.host = host

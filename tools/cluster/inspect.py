@@ -1,15 +1,21 @@
 """Read a cluster's state straight from ZooKeeper (for `cluster status`, `watch`, tests).
 
-How it works: one short-lived kazoo session; brokers, controller and every partition
-state znode are read with kazoo's async calls issued together (a few round trips for
-the whole cluster). Pure reading: nothing is written.
+How it works: `read_cluster_view(zk)` reads brokers, controller and every partition
+state znode through the ZooKeeper seam with pipelined batch reads (a few round trips
+for the whole cluster); `read_cluster(connect)` does it through a short-lived session
+of its own, for synchronous callers. Pure reading: nothing is written.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import trio
+
 from server_common import zkdata
+from server_common.zk import KazooZooKeeper, ZooKeeper
 
 
 @dataclass(frozen=True)
@@ -38,42 +44,12 @@ class ClusterView:
         return None
 
 
-def read_cluster(connect: str, timeout_s: float = 10.0) -> ClusterView:
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import NoNodeError
-
-    client = KazooClient(hosts=connect, timeout=timeout_s)
-    client.start(timeout=timeout_s)
-    try:
-        return _read(client, NoNodeError, timeout_s)
-    finally:
-        client.stop()
-        client.close()
-
-
-def _get_all(client, paths, no_node, timeout_s):
-    pending = [client.get_async(p) for p in paths]
-    out = []
-    for item in pending:
-        try:
-            out.append(item.get(timeout=timeout_s))
-        except no_node:
-            out.append(None)
-    return out
-
-
-def _children(client, path, no_node) -> list[str]:
-    try:
-        return client.get_children(path)
-    except no_node:
-        return []
-
-
-def _read(client, no_node, timeout_s) -> ClusterView:
+async def read_cluster_view(zk: ZooKeeper) -> ClusterView:
+    """The cluster as ZooKeeper holds it now, read through a started session."""
     view = ClusterView()
-    ids = sorted(int(c) for c in _children(client, zkdata.BROKERS_IDS, no_node) if c.isdigit())
+    ids = sorted(int(c) for c in await zk.get_children_or_empty(zkdata.BROKERS_IDS) if c.isdigit())
     for broker_id, result in zip(
-        ids, _get_all(client, [zkdata.broker_path(i) for i in ids], no_node, timeout_s), strict=True
+        ids, await zk.get_many([zkdata.broker_path(i) for i in ids]), strict=True
     ):
         if result is None:
             continue
@@ -83,9 +59,7 @@ def _read(client, no_node, timeout_s) -> ClusterView:
             )
         except zkdata.ZkDataError:
             continue
-    controller, epoch = _get_all(
-        client, [zkdata.CONTROLLER, zkdata.CONTROLLER_EPOCH], no_node, timeout_s
-    )
+    controller, epoch = await zk.get_many([zkdata.CONTROLLER, zkdata.CONTROLLER_EPOCH])
     if controller is not None:
         try:
             view.controller_id = zkdata.ControllerRegistration.decode(controller[0]).controller_id
@@ -96,9 +70,9 @@ def _read(client, no_node, timeout_s) -> ClusterView:
             view.controller_epoch = int(epoch[0])
         except ValueError:
             pass
-    view.topics_being_deleted = sorted(_children(client, zkdata.ADMIN_DELETE_TOPICS, no_node))
-    topics = sorted(_children(client, zkdata.BROKERS_TOPICS, no_node))
-    assignments = _get_all(client, [zkdata.topic_path(t) for t in topics], no_node, timeout_s)
+    view.topics_being_deleted = sorted(await zk.get_children_or_empty(zkdata.ADMIN_DELETE_TOPICS))
+    topics = sorted(await zk.get_children_or_empty(zkdata.BROKERS_TOPICS))
+    assignments = await zk.get_many([zkdata.topic_path(t) for t in topics])
     wanted = []
     for topic, result in zip(topics, assignments, strict=True):
         if result is None:
@@ -109,9 +83,7 @@ def _read(client, no_node, timeout_s) -> ClusterView:
             continue
         for partition, replicas in sorted(assignment.partitions.items()):
             wanted.append((topic, partition, replicas))
-    states = _get_all(
-        client, [zkdata.partition_state_path(t, p) for t, p, _ in wanted], no_node, timeout_s
-    )
+    states = await zk.get_many([zkdata.partition_state_path(t, p) for t, p, _ in wanted])
     for (topic, partition, replicas), result in zip(wanted, states, strict=True):
         if result is None:
             view.partitions.append(PartitionView(topic, partition, replicas, -1, -1, (), -1))
@@ -132,3 +104,25 @@ def _read(client, no_node, timeout_s) -> ClusterView:
             )
         )
     return view
+
+
+def read_cluster(connect: str, timeout_s: float = 10.0) -> ClusterView:
+    """`read_cluster_view` through a session of its own (synchronous: runs Trio itself)."""
+
+    async def read() -> ClusterView:
+        async with zookeeper_session(connect, timeout_s) as zk:
+            return await read_cluster_view(zk)
+
+    return trio.run(read)
+
+
+@asynccontextmanager
+async def zookeeper_session(connect: str, timeout_s: float) -> AsyncIterator[ZooKeeper]:
+    """A short-lived ZooKeeper session for the tools (closed when the block ends)."""
+    timeout_ms = int(timeout_s * 1000)
+    zk = KazooZooKeeper(connect, session_timeout_ms=timeout_ms, connection_timeout_ms=timeout_ms)
+    await zk.start()
+    try:
+        yield zk
+    finally:
+        await zk.stop()

@@ -276,13 +276,6 @@ class LocalCluster:
         info.pid = process.pid
 
     # -- readiness -----------------------------------------------------------------
-    def _zk(self):
-        from kazoo.client import KazooClient
-
-        client = KazooClient(hosts=self._require_state().zookeeper_connect, timeout=5)
-        client.start(timeout=10)
-        return client
-
     def wait_ready(
         self,
         timeout_s: float = 60.0,
@@ -303,19 +296,24 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
             time.sleep(0.1)
-        client = self._zk()
-        try:
-            while True:
-                self._raise_if_died(watched)
-                problem = self._readiness_problem(client, require_controller)
-                if problem is None:
-                    return
-                if time.monotonic() > deadline:
-                    raise LauncherError(f"cluster not ready after {timeout_s:.0f}s: {problem}")
-                time.sleep(0.2)
-        finally:
-            client.stop()
-            client.close()
+        import trio  # the ZooKeeper session only here: `tributary` starts faster without
+
+        from tools.cluster.inspect import read_cluster_view, zookeeper_session
+
+        async def poll() -> None:
+            async with zookeeper_session(state.zookeeper_connect, 10.0) as zk:
+                while True:
+                    self._raise_if_died(watched)
+                    problem = self._readiness_problem(
+                        await read_cluster_view(zk), require_controller
+                    )
+                    if problem is None:
+                        return
+                    if time.monotonic() > deadline:
+                        raise LauncherError(f"cluster not ready after {timeout_s:.0f}s: {problem}")
+                    await trio.sleep(0.2)
+
+        trio.run(poll)
 
     def _raise_if_died(self, watched: list[ProcessInfo]) -> None:
         for info in watched:
@@ -324,16 +322,13 @@ class LocalCluster:
                     f"{info.name} exited; see {info.log_path}: {self._last_line(info)}"
                 )
 
-    def _readiness_problem(self, client, require_controller: bool) -> str | None:
+    def _readiness_problem(self, view, require_controller: bool) -> str | None:
         state = self._require_state()
-        registered = (
-            set(client.get_children("/brokers/ids")) if client.exists("/brokers/ids") else set()
-        )
         for broker in state.brokers():
-            if _pid_state(broker.pid) != "stopped" and str(broker.id) not in registered:
+            if _pid_state(broker.pid) != "stopped" and broker.id not in view.brokers:
                 return f"broker {broker.id} not registered (log: {broker.log_path})"
         controllers = [c for c in state.controllers() if _pid_state(c.pid) != "stopped"]
-        if require_controller and controllers and client.exists("/controller") is None:
+        if require_controller and controllers and view.controller_id is None:
             return "no active controller yet"
         return None
 
