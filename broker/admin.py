@@ -7,28 +7,27 @@ given assignment), computes the assignment (`core/assignment.py`), writes
 response waits (up to the request's timeout) until this broker's metadata cache shows
 every partition with a leader, so a client can produce right after. DeleteTopics marks
 /admin/delete_topics/<t> and waits for the topic to leave the metadata. ElectLeaders
-and AlterPartitionReassignments write the /admin znodes the controller watches.
+and AlterPartitionReassignments write the /admin znodes the controller watches. All of
+it goes through the broker's ZooKeeper gateway; the waits watch the metadata cache.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import trio
 
 from broker.core.assignment import AssignmentError, assign_replicas, validate_assignment
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
+from broker.core.metadata_cache import MetadataCache
+from broker.metadata_changes import MetadataChanges
+from broker.zk_gateway import BrokerZkGateway
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition, topic_name_problem
-from server_common import zkdata
 from server_common.network import error_answer
-from server_common.zk import NodeExistsError
-
-if TYPE_CHECKING:
-    from broker.server import BrokerServer
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +38,34 @@ class TopicProblem(Exception):
         self.code, self.message = code, message
 
 
+@dataclass(frozen=True)
+class TopicDefaults:
+    """The broker settings CreateTopics and DeleteTopics apply (Kafka's names)."""
+
+    num_partitions: int = 1  # num.partitions
+    replication_factor: int = 1  # default.replication.factor
+    delete_topic_enable: bool = True  # delete.topic.enable
+
+
 class AdminHandlers:
-    def __init__(self, server: BrokerServer):
-        self.server = server
-
-    @property
-    def zk(self):
-        return self.server.zk
-
-    async def _live_brokers(self) -> set[int]:
-        children = await self.zk.get_children_or_empty(zkdata.BROKERS_IDS)
-        return {int(c) for c in children if c.isdigit()}
+    def __init__(
+        self,
+        gateway: BrokerZkGateway,
+        metadata_cache: MetadataCache,
+        metadata_changes: MetadataChanges,
+        *,
+        topic_defaults: TopicDefaults,
+        default_log_config: LogConfig,
+    ):
+        self.gateway = gateway
+        self.cache = metadata_cache
+        self.metadata_changes = metadata_changes
+        self.topic_defaults = topic_defaults
+        self.default_log_config = default_log_config
 
     # -- CreateTopics -------------------------------------------------------------------
     async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
-        live = await self._live_brokers()
+        live = await self.gateway.live_broker_ids()
         results: dict[str, m.CreateTopicsResponseTopic] = {}
         created: dict[str, int] = {}
         names = [t.name for t in request.topics]
@@ -87,15 +99,13 @@ class AdminHandlers:
             except TopicProblem as problem:
                 results[topic.name] = _create_result(topic.name, problem.code, problem.message)
         if created:
-            done = await self.server.wait_for_metadata(
-                lambda: all(
-                    self.server.metadata_cache.has_leaders(t, n) for t, n in created.items()
-                ),
+            done = await self.metadata_changes.wait_for(
+                lambda: all(self.cache.has_leaders(t, n) for t, n in created.items()),
                 request.timeout_ms / 1000,
             )
             if not done:
                 for name in created:
-                    if not self.server.metadata_cache.has_leaders(name, created[name]):
+                    if not self.cache.has_leaders(name, created[name]):
                         old = results[name]
                         results[name] = _create_result(
                             name,
@@ -111,11 +121,11 @@ class AdminHandlers:
     ) -> tuple[dict[int, list[int]], dict[str, str]]:
         if (problem := topic_name_problem(topic.name)) is not None:
             raise TopicProblem(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if await self.zk.exists(zkdata.topic_path(topic.name)) is not None:
+        if await self.gateway.topic_exists(topic.name):
             raise TopicProblem(
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
             )
-        if await self.zk.exists(zkdata.delete_topic_path(topic.name)) is not None:
+        if await self.gateway.topic_being_deleted(topic.name):
             raise TopicProblem(
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} is marked for deletion"
             )
@@ -124,7 +134,7 @@ class AdminHandlers:
             if entry.value is None:
                 continue
             config[entry.name] = entry.value
-        defaults = LogConfig.from_properties(self.server.config.default_topic_properties())
+        defaults = self.default_log_config
         try:
             LogConfig.from_properties(config, defaults)
         except ConfigError as exc:
@@ -141,12 +151,12 @@ class AdminHandlers:
             return assignment, config
         partitions = topic.num_partitions
         if partitions == -1:
-            partitions = self.server.config["num.partitions"]
+            partitions = self.topic_defaults.num_partitions
         if partitions <= 0:
             raise TopicProblem(ErrorCode.INVALID_PARTITIONS, "number of partitions must be > 0")
         rf = topic.replication_factor
         if rf == -1:
-            rf = self.server.config["default.replication.factor"]
+            rf = self.topic_defaults.replication_factor
         if rf <= 0:
             raise TopicProblem(
                 ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be > 0"
@@ -164,51 +174,34 @@ class AdminHandlers:
     async def _write_topic(
         self, name: str, assignment: dict[int, list[int]], config: dict[str, str]
     ) -> None:
-        config_path = zkdata.topic_config_path(name)
-        data = zkdata.encode_topic_config(config)
-        if await self.zk.exists(config_path) is None:
-            try:
-                await self.zk.create(config_path, data, makepath=True)
-            except NodeExistsError:
-                await self.zk.set(config_path, data)
-        else:
-            await self.zk.set(config_path, data)
-        value = zkdata.TopicAssignment(name, {p: tuple(r) for p, r in assignment.items()}).encode()
-        try:
-            await self.zk.create(zkdata.topic_path(name), value, makepath=True)
-        except NodeExistsError:
-            raise TopicProblem(
-                ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
-            ) from None
+        if not await self.gateway.create_topic(name, assignment, config):
+            raise TopicProblem(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
 
     # -- DeleteTopics -------------------------------------------------------------------
     async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
         responses: dict[str, m.DeleteTopicsResponseTopic] = {}
         marked: list[str] = []
         for name in request.topic_names:
-            if not self.server.config["delete.topic.enable"]:
+            if not self.topic_defaults.delete_topic_enable:
                 responses[name] = _delete_result(
                     name, ErrorCode.POLICY_VIOLATION, "topic deletion is disabled on this broker"
                 )
                 continue
-            if await self.zk.exists(zkdata.topic_path(name)) is None:
+            if not await self.gateway.topic_exists(name):
                 responses[name] = _delete_result(
                     name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
                 )
                 continue
-            try:
-                await self.zk.create(zkdata.delete_topic_path(name), b"", makepath=True)
-            except NodeExistsError:
-                pass
+            await self.gateway.mark_topic_for_deletion(name)
             marked.append(name)
             responses[name] = _delete_result(name, ErrorCode.NONE, None)
         if marked:
-            cache = self.server.metadata_cache
+            cache = self.cache
 
             def gone() -> bool:
                 return not any(cache.contains_topic(n) for n in marked)
 
-            if not await self.server.wait_for_metadata(gone, request.timeout_ms / 1000):
+            if not await self.metadata_changes.wait_for(gone, request.timeout_ms / 1000):
                 for name in marked:
                     if cache.contains_topic(name):
                         responses[name] = _delete_result(
@@ -226,7 +219,7 @@ class AdminHandlers:
                 "only preferred leader election is available on demand; unclean election "
                 "happens automatically where unclean.leader.election.enable=true",
             )
-        cache = self.server.metadata_cache
+        cache = self.cache
         if request.topic_partitions is None:
             wanted = [tp for tp, _ in cache.all_partitions()]
         else:
@@ -253,7 +246,7 @@ class AdminHandlers:
                         return False
                 return True
 
-            await self.server.wait_for_metadata(elected, request.timeout_ms / 1000)
+            await self.metadata_changes.wait_for(elected, request.timeout_ms / 1000)
             for tp in to_elect:
                 state = cache.partition(tp)
                 if state is not None and state.replicas and state.leader == state.replicas[0]:
@@ -280,20 +273,12 @@ class AdminHandlers:
         )
 
     async def _write_preferred_election(self, partitions: list[TopicPartition], timeout_s: float):
-        data = zkdata.encode_partition_list([(tp.topic, tp.partition) for tp in partitions])
         with trio.move_on_after(timeout_s):
-            while True:
-                try:
-                    await self.zk.create(
-                        zkdata.ADMIN_PREFERRED_REPLICA_ELECTION, data, makepath=True
-                    )
-                    return
-                except NodeExistsError:
-                    await trio.sleep(0.1)  # another election is being processed
+            await self.gateway.request_preferred_election(partitions)
 
     # -- DescribeConfigs --------------------------------------------------------------------
     async def describe_configs(self, request: m.DescribeConfigsRequest):
-        defaults = self.server.default_log_config.to_properties()
+        defaults = self.default_log_config.to_properties()
         results = []
         for resource in request.resources:
             name = resource.resource_name
@@ -302,15 +287,14 @@ class AdminHandlers:
                     _configs_result(resource, ErrorCode.INVALID_REQUEST, "only topic configs")
                 )
                 continue
-            if await self.zk.exists(zkdata.topic_path(name)) is None:
+            if not await self.gateway.topic_exists(name):
                 results.append(
                     _configs_result(
                         resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
                     )
                 )
                 continue
-            data = await self.zk.get_or_none(zkdata.topic_config_path(name))
-            overrides = zkdata.decode_topic_config(name, data[0]) if data else {}
+            overrides = (await self.gateway.topic_configs([name]))[name]
             keys = resource.configuration_keys or sorted(set(defaults) | set(overrides))
             configs = [
                 m.DescribeConfigsResult(
@@ -329,10 +313,9 @@ class AdminHandlers:
     async def alter_partition_reassignments(self, request: m.AlterPartitionReassignmentsRequest):
         plan: dict[tuple[str, int], tuple[int, ...]] = {}
         results: dict[str, list[m.AlterPartitionReassignmentsResponsePartition]] = {}
-        live = await self._live_brokers()
+        live = await self.gateway.live_broker_ids()
         for topic in request.topics:
-            data = await self.zk.get_or_none(zkdata.topic_path(topic.name))
-            current = zkdata.TopicAssignment.decode(topic.name, data[0]) if data else None
+            current = await self.gateway.topic_assignment(topic.name)
             for part in topic.partitions:
                 code, message = ErrorCode.NONE, None
                 if current is None or part.partition_index not in current.partitions:
@@ -358,13 +341,7 @@ class AdminHandlers:
                 )
         top_code, top_message = ErrorCode.NONE, None
         if plan:
-            try:
-                await self.zk.create(
-                    zkdata.ADMIN_REASSIGN_PARTITIONS,
-                    zkdata.encode_reassignment(plan),
-                    makepath=True,
-                )
-            except NodeExistsError:
+            if not await self.gateway.start_reassignment(plan):
                 top_code, top_message = (
                     ErrorCode.REASSIGNMENT_IN_PROGRESS,
                     "a reassignment is already in progress",
@@ -380,18 +357,16 @@ class AdminHandlers:
         )
 
     async def list_partition_reassignments(self, request: m.ListPartitionReassignmentsRequest):
-        data = await self.zk.get_or_none(zkdata.ADMIN_REASSIGN_PARTITIONS)
-        plan = zkdata.decode_reassignment(data[0]) if data else {}
+        plan = await self.gateway.reassignment_plan()
         topics: dict[str, list[m.ListPartitionReassignmentsResponsePartition]] = {}
         for (topic, partition), target in sorted(plan.items()):
             if request.topics is not None and not any(
                 t.name == topic and partition in t.partition_indexes for t in request.topics
             ):
                 continue
-            data = await self.zk.get_or_none(zkdata.topic_path(topic))
-            if data is None:
+            assignment = await self.gateway.topic_assignment(topic)
+            if assignment is None:
                 continue
-            assignment = zkdata.TopicAssignment.decode(topic, data[0])
             # While moving, the topic znode holds the full set (target plus replicas being
             # removed) with adding/removing lists, as Kafka 2.4+ writes it.
             current = assignment.partitions.get(partition, ())

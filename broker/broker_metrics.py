@@ -7,17 +7,16 @@ observer returned from `register_broker_metrics`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from broker.core.metadata_cache import MetadataCache
+from broker.core.replica_manager import ReplicaManager
 from client.protocol.api import ApiKey
+from server_common.metrics import MetricsRegistry
+from server_common.network import Observer
 
-if TYPE_CHECKING:
-    from broker.server import BrokerServer
 
-
-def register_broker_metrics(server: BrokerServer):
-    reg = server.metrics
-    rm = server.replica_manager
+def register_broker_metrics(
+    reg: MetricsRegistry, rm: ReplicaManager, metadata_cache: MetadataCache
+) -> Observer:
     stats = rm.stats
 
     reg.gauge(
@@ -33,7 +32,7 @@ def register_broker_metrics(server: BrokerServer):
     reg.gauge(
         "offline_partitions_count",
         "OfflinePartitionsCount as this broker's metadata shows it (leader -1)",
-        lambda: sum(1 for _, s in server.metadata_cache.all_partitions() if s.leader < 0),
+        lambda: sum(1 for _, s in metadata_cache.all_partitions() if s.leader < 0),
     )
     reg.gauge("leader_count", "LeaderCount: partitions led by this broker", rm.leader_count)
     reg.gauge(

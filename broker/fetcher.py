@@ -1,8 +1,9 @@
 """Follower fetcher tasks: one Trio task per leader broker this broker follows.
 
-How it works: `FetcherManager.reconcile()` is called after every LeaderAndIsr and
-StopReplica; it compares the running tasks with the core's `followers.leaders()` and
-starts or cancels tasks. Each `ReplicaFetcher` loops against its leader:
+How it works: `FetcherManager.reconcile()` is the core's `followers_changed` callback,
+called after every LeaderAndIsr and StopReplica; it compares the running tasks with the
+core's `followers.leaders()` and starts or cancels tasks. Each `ReplicaFetcher` loops
+against its leader:
 
 1. partitions in the TRUNCATING phase: one OffsetForLeaderEpoch request for all of them,
    answers applied by the core (KIP-101/279 truncation);
@@ -12,31 +13,44 @@ starts or cancels tasks. Each `ReplicaFetcher` loops against its leader:
    manager reports a change.
 
 A connection failure backs off every partition of the request; the core decides what
-each partition-level error means. The fetcher itself holds no replication state.
+each partition-level error means. The fetcher itself holds no replication state: it
+sees the replica manager, a way to find a broker's address, the fetch settings, a clock
+and a connector (TCP, or a test's in-memory network).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import trio
 
-from broker.core.replica_manager import FetchedPartition
-from client.connection import BrokerConnection, BrokerConnectionError
+from broker.core.metadata_cache import BrokerEndpoint
+from broker.core.replica_manager import FetchedPartition, ReplicaManager
+from client.connection import BrokerConnection, BrokerConnectionError, Connector
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, ProtocolError, TributaryError
 from client.protocol.types import TopicPartition
 
-if TYPE_CHECKING:
-    from broker.server import BrokerServer
-
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class FetcherContext:
+    """What every fetcher of this broker shares."""
+
+    broker_id: int
+    replica_manager: ReplicaManager
+    endpoint: Callable[[int], BrokerEndpoint | None]  # where broker <id> listens
+    clock: Callable[[], int]
+    connector: Connector
+    socket_timeout_s: float  # replica.socket.timeout.ms
+
+
 class FetcherManager:
-    def __init__(self, server: BrokerServer):
-        self.server = server
+    def __init__(self, context: FetcherContext):
+        self.context = context
         self._running: dict[int, trio.CancelScope] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._changed = trio.Event()
@@ -55,7 +69,7 @@ class FetcherManager:
             while True:
                 await self._changed.wait()
                 self._changed = trio.Event()
-                desired = set(self.server.replica_manager.followers.leaders())
+                desired = set(self.context.replica_manager.followers.leaders())
                 for leader_id in sorted(set(self._running) - desired):
                     log.info("stopping the fetcher for leader %d", leader_id)
                     self._running.pop(leader_id).cancel()
@@ -63,7 +77,7 @@ class FetcherManager:
                 for leader_id in sorted(desired - set(self._running)):
                     log.info("starting a fetcher for leader %d", leader_id)
                     scope = trio.CancelScope()
-                    fetcher = ReplicaFetcher(self.server, leader_id)
+                    fetcher = ReplicaFetcher(self.context, leader_id)
                     self._running[leader_id] = scope
                     self._fetchers[leader_id] = fetcher
                     nursery.start_soon(self._run_fetcher, fetcher, scope)
@@ -74,11 +88,11 @@ class FetcherManager:
 
 
 class ReplicaFetcher:
-    def __init__(self, server: BrokerServer, leader_id: int):
-        self.server = server
+    def __init__(self, context: FetcherContext, leader_id: int):
+        self.context = context
         self.leader_id = leader_id
-        self.rm = server.replica_manager
-        self.config = server.config
+        self.rm = context.replica_manager
+        self.settings = context.replica_manager.config
         self._wakeup = trio.Event()
         self._connection: BrokerConnection | None = None
         self._endpoint: tuple[str, int] | None = None
@@ -97,7 +111,7 @@ class ReplicaFetcher:
                         await self._connection.aclose()
 
     async def _connection_for_leader(self, nursery: trio.Nursery) -> BrokerConnection | None:
-        endpoint = self.server.endpoint(self.leader_id)
+        endpoint = self.context.endpoint(self.leader_id)
         if endpoint is None:
             return None
         address = (endpoint.host, endpoint.port)
@@ -108,15 +122,16 @@ class ReplicaFetcher:
             self._connection = await BrokerConnection.connect(
                 *address,
                 nursery=nursery,
-                client_id=f"replica-fetcher-{self.server.broker_id}-{self.leader_id}",
-                connect_timeout_s=self.config["replica.socket.timeout.ms"] / 1000,
+                client_id=f"replica-fetcher-{self.context.broker_id}-{self.leader_id}",
+                connect_timeout_s=self.context.socket_timeout_s,
+                connector=self.context.connector,
             )
             self._endpoint = address
         return self._connection
 
     async def _one_round(self, nursery: trio.Nursery) -> None:
         rm = self.rm
-        now = self.server.now_ms()
+        now = self.context.clock()
         truncating = rm.followers.truncation_requests(self.leader_id, now)
         fetching = rm.followers.fetch_request(self.leader_id, now) if not truncating else []
         if not truncating and not fetching:
@@ -127,27 +142,27 @@ class ReplicaFetcher:
             connection = await self._connection_for_leader(nursery)
             if connection is None:
                 raise BrokerConnectionError(f"no endpoint known for broker {self.leader_id}")
-            timeout = self.config["replica.socket.timeout.ms"] / 1000
+            timeout = self.context.socket_timeout_s
             if truncating:
                 answer = await connection.request(
-                    _offset_for_leader_epoch_request(self.server.broker_id, truncating),
+                    _offset_for_leader_epoch_request(self.context.broker_id, truncating),
                     timeout_s=timeout,
                 )
                 rm.followers.apply_truncation(
-                    self.leader_id, _epoch_answers(answer), self.server.now_ms()
+                    self.leader_id, _epoch_answers(answer), self.context.clock()
                 )
                 return
             response = await connection.request(self._fetch_request(fetching), timeout_s=timeout)
             rm.followers.apply_fetch(
-                self.leader_id, fetching, _fetched(response), self.server.now_ms()
+                self.leader_id, fetching, _fetched(response), self.context.clock()
             )
         except (BrokerConnectionError, TributaryError, ProtocolError, OSError) as exc:
-            rm.followers.fetch_failed(self.leader_id, involved, self.server.now_ms())
+            rm.followers.fetch_failed(self.leader_id, involved, self.context.clock())
             if self._connection is not None:
                 await self._connection.aclose()
                 self._connection = None
             log.debug("fetch from leader %d failed: %s", self.leader_id, exc)
-            await trio.sleep(self.config["replica.fetch.backoff.ms"] / 1000)
+            await trio.sleep(self.settings.replica_fetch_backoff_ms / 1000)
 
     def _fetch_request(self, fetching) -> m.FetchRequest:
         by_topic: dict[str, list[m.FetchPartition]] = {}
@@ -162,16 +177,16 @@ class ReplicaFetcher:
                 )
             )
         return m.FetchRequest(
-            replica_id=self.server.broker_id,
-            max_wait_ms=self.config["replica.fetch.wait.max.ms"],
-            min_bytes=self.config["replica.fetch.min.bytes"],
-            max_bytes=self.config["replica.fetch.response.max.bytes"],
+            replica_id=self.context.broker_id,
+            max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+            min_bytes=self.settings.replica_fetch_min_bytes,
+            max_bytes=self.settings.replica_fetch_response_max_bytes,
             topics=[m.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
         )
 
     async def _idle(self) -> None:
         wake_at = self.rm.followers.next_wakeup_ms(self.leader_id)
-        now = self.server.now_ms()
+        now = self.context.clock()
         delay = 1.0 if wake_at is None else max(0.0, (wake_at - now) / 1000)
         self._wakeup = trio.Event()
         with trio.move_on_after(min(delay, 1.0) or 0.001):

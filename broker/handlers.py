@@ -1,32 +1,40 @@
 """Request handlers: one method per API, translating messages to core calls and back.
 
-How it works: `RequestHandlers.handle(header, request)` dispatches on the API key. Data
-plane handlers (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, Metadata) call the
-sans-IO core synchronously, before any `await`, so requests of one connection reach the
-core in the order they arrived; a response that has to wait comes back as a `Reply`
-the core's callback fills. Controller requests (LeaderAndIsr, UpdateMetadata,
-StopReplica) are fenced by controller epoch and broker epoch, then applied to the core,
-after which the fetcher tasks are reconciled. Admin requests that write ZooKeeper live
-in `broker/admin.py`.
+How it works: `RequestHandlers.handle(header, request, listener)` dispatches on the API
+key. Data plane handlers (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, Metadata)
+call the sans-IO core synchronously, before any `await`, so requests of one connection
+reach the core in the order they arrived; a response that has to wait comes back as a
+`Reply` the core's callback fills. Controller requests (LeaderAndIsr, UpdateMetadata,
+StopReplica) are fenced by controller epoch and broker epoch, then applied to the core.
+Admin requests that write ZooKeeper live in `broker/admin.py`.
+
+The handlers see only what they use: the replica manager, the metadata cache (and
+`MetadataChanges` to announce updates), the broker's identity (epoch fencing, cluster
+id), the topic configs (loaded before LeaderAndIsr creates logs) and a clock. They never
+wake a timer or a fetcher: the core reports those itself (`ReplicaManager`'s `wake_at`
+and `followers_changed`).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from broker.admin import AdminHandlers
 from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
-from broker.core.metadata_cache import BrokerEndpoint, PartitionMetadata
+from broker.core.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from broker.core.partition import PartitionStateUpdate
+from broker.core.replica_manager import ReplicaManager
+from broker.metadata_changes import MetadataChanges
+from broker.registration import BrokerIdentity
+from broker.topic_configs import TopicConfigs
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from server_common.network import NO_RESPONSE, Reply, error_answer
-
-if TYPE_CHECKING:
-    from broker.server import BrokerServer
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +44,25 @@ MAX_FETCH_WAIT_MS = 60_000
 
 
 class RequestHandlers:
-    def __init__(self, server: BrokerServer):
-        self.server = server
-        self.rm = server.replica_manager
-        self.cache = server.metadata_cache
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        admin: AdminHandlers,
+        *,
+        identity: BrokerIdentity,
+        topic_configs: TopicConfigs,
+        metadata_changes: MetadataChanges,
+        clock: Callable[[], int],
+        log_dir: str,
+    ):
+        self.rm = replica_manager
+        self.cache = metadata_cache
+        self.identity = identity
+        self.topic_configs = topic_configs
+        self.metadata_changes = metadata_changes
+        self.now_ms = clock
+        self.log_dir = log_dir
         self._dispatch = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -50,12 +73,12 @@ class RequestHandlers:
             ApiKey.UPDATE_METADATA: self.update_metadata,
             ApiKey.STOP_REPLICA: self.stop_replica,
             ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
-            ApiKey.CREATE_TOPICS: server.admin.create_topics,
-            ApiKey.DELETE_TOPICS: server.admin.delete_topics,
-            ApiKey.DESCRIBE_CONFIGS: server.admin.describe_configs,
-            ApiKey.ELECT_LEADERS: server.admin.elect_leaders,
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS: server.admin.alter_partition_reassignments,
-            ApiKey.LIST_PARTITION_REASSIGNMENTS: server.admin.list_partition_reassignments,
+            ApiKey.CREATE_TOPICS: admin.create_topics,
+            ApiKey.DELETE_TOPICS: admin.delete_topics,
+            ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+            ApiKey.ELECT_LEADERS: admin.elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
         }
 
     async def handle(self, header: RequestHeader, request: Any, listener: str | None = None) -> Any:
@@ -125,7 +148,7 @@ class RequestHandlers:
                 )
                 for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
             ],
-            cluster_id=self.server.cluster_id,
+            cluster_id=self.identity.cluster_id,
             controller_id=cache.controller_id,
             topics=topics,
         )
@@ -136,7 +159,7 @@ class RequestHandlers:
         for topic in request.topics:
             for part in topic.partitions:
                 entries[TopicPartition(topic.name, part.partition)] = part.records
-        now = self.server.now_ms()
+        now = self.now_ms()
         if request.acks == 0:
             self.rm.append_records(
                 now, acks=0, timeout_ms=0, entries=entries, respond=lambda results: None
@@ -154,7 +177,6 @@ class RequestHandlers:
             entries=entries,
             respond=respond,
         )
-        self.server.wake_reaper()
         return reply
 
     def _produce_response(self, results) -> m.ProduceResponse:
@@ -213,8 +235,7 @@ class RequestHandlers:
         def respond(results) -> None:
             reply.set(self._fetch_response(results))
 
-        self.rm.fetch_messages(self.server.now_ms(), params, partitions, respond)
-        self.server.wake_reaper()
+        self.rm.fetch_messages(self.now_ms(), params, partitions, respond)
         return reply
 
     def _fetch_response(self, results) -> m.FetchResponse:
@@ -290,9 +311,9 @@ class RequestHandlers:
     def _fence(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         if controller_epoch < self.rm.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        if broker_epoch >= 0 and broker_epoch != self.server.broker_epoch:
+        if broker_epoch >= 0 and broker_epoch != self.identity.broker_epoch:
             # Meant for an earlier registration of this broker (before a session loss).
-            if broker_epoch < self.server.broker_epoch:
+            if broker_epoch < self.identity.broker_epoch:
                 return ErrorCode.STALE_BROKER_EPOCH
         return ErrorCode.NONE
 
@@ -307,12 +328,10 @@ class RequestHandlers:
             )
             return m.LeaderAndIsrResponse(error_code=fenced, partition_errors=[])
         for leader in request.live_leaders:
-            self.server.remember_endpoint(
-                BrokerEndpoint(leader.broker_id, leader.host, leader.port)
-            )
+            self.cache.remember_endpoint(BrokerEndpoint(leader.broker_id, leader.host, leader.port))
         # Topic configs (min.insync.replicas, retention...) must be known before the
         # partitions' logs are created.
-        await self.server.load_topic_configs({s.topic for s in request.partition_states})
+        await self.topic_configs.ensure_loaded(s.topic for s in request.partition_states)
         states = [
             PartitionStateUpdate(
                 topic=s.topic,
@@ -327,11 +346,7 @@ class RequestHandlers:
             )
             for s in request.partition_states
         ]
-        result = self.rm.become_leader_or_follower(
-            self.server.now_ms(), request.controller_epoch, states
-        )
-        self.server.fetchers.reconcile()
-        self.server.wake_reaper()
+        result = self.rm.become_leader_or_follower(self.now_ms(), request.controller_epoch, states)
         return m.LeaderAndIsrResponse(
             error_code=result.error_code,
             partition_errors=[
@@ -370,9 +385,7 @@ class RequestHandlers:
             for s in request.partition_states
         ]
         self.cache.update(request.controller_id, request.controller_epoch, partitions, brokers)
-        for broker in brokers:
-            self.server.remember_endpoint(broker)
-        self.server.metadata_changed()
+        self.metadata_changes.notify()
         return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
     async def stop_replica(self, request: m.StopReplicaRequest) -> m.StopReplicaResponse:
@@ -380,14 +393,13 @@ class RequestHandlers:
         if fenced is not ErrorCode.NONE:
             return m.StopReplicaResponse(error_code=fenced, partition_errors=[])
         result = self.rm.stop_replicas(
-            self.server.now_ms(),
+            self.now_ms(),
             request.controller_epoch,
             [
                 (TopicPartition(p.topic, p.partition), p.delete_partition, p.leader_epoch)
                 for p in request.partitions
             ],
         )
-        self.server.fetchers.reconcile()
         return m.StopReplicaResponse(
             error_code=result.error_code,
             partition_errors=[
@@ -424,7 +436,7 @@ class RequestHandlers:
             results=[
                 m.DescribeLogDirsResult(
                     error_code=ErrorCode.NONE,
-                    log_dir=str(self.server.config.log_dir),
+                    log_dir=self.log_dir,
                     topics=[
                         m.DescribeLogDirsResponseTopic(name=name, partitions=parts)
                         for name, parts in by_topic.items()

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import trio
 
-from client.connection import BrokerConnectionError, ConnectionPool, open_connection_pool
+from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection_pool
 from client.metadata import (
     BrokerInfo,
     ClusterView,
@@ -463,10 +463,14 @@ class Admin:
 
 @asynccontextmanager
 async def open_admin(
-    bootstrap: str | Iterable[str], *, client_id: str | None = "tributary-admin", **config: Any
+    bootstrap: str | Iterable[str],
+    *,
+    client_id: str | None = "tributary-admin",
+    connector: Connector | None = None,
+    **config: Any,
 ) -> AsyncIterator[Admin]:
     """A connected admin client. Raises `NoBrokersAvailableError` when nobody answers."""
-    async with open_connection_pool(client_id=client_id) as pool:
+    async with open_connection_pool(client_id=client_id, connector=connector) as pool:
         admin = Admin(pool, bootstrap, **config)
         await admin.start()
         yield admin

@@ -28,13 +28,17 @@ owners (a producer, a follower fetcher, the controller) pass theirs:
 All connection failures are `BrokerConnectionError`s: `TributaryError`s with a retriable
 code (NETWORK_EXCEPTION, or REQUEST_TIMED_OUT for a timeout), so retry logic can treat them
 like retriable broker errors.
+
+Where bytes go is a `Connector`: `(host, port) -> stream`, TCP (`trio.open_tcp_stream`)
+unless the owner passes another (an in-process test cluster passes its in-memory
+network's); every `connect`/`open_*` here takes `connector=`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -53,6 +57,13 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 # Bytes asked of the socket per read: big enough that a 1 MiB fetch response takes few
 # reads, small enough to stay below malloc's mmap threshold for the read buffer.
 RECEIVE_CHUNK_BYTES = 64 * 1024
+
+# Opens a byte stream to (host, port); raises OSError when nobody is there.
+Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]
+
+
+async def tcp_connector(host: str, port: int) -> trio.abc.Stream:
+    return await trio.open_tcp_stream(host, port)
 
 
 class BrokerConnectionError(TributaryError):
@@ -137,12 +148,14 @@ class BrokerConnection:
         client_id: str | None = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        connector: Connector | None = None,
     ) -> BrokerConnection:
-        """Open a TCP connection; raises `BrokerUnavailableError` if that fails."""
+        """Open a connection (TCP unless `connector` says otherwise); raises
+        `BrokerUnavailableError` if that fails."""
         peer = f"{host}:{port}"
         try:
             with trio.fail_after(connect_timeout_s):
-                stream = await trio.open_tcp_stream(host, port)
+                stream = await (connector or tcp_connector)(host, port)
         except trio.TooSlowError:
             raise BrokerUnavailableError(
                 f"connecting to {peer} timed out after {connect_timeout_s}s"
@@ -338,6 +351,7 @@ async def open_connection(
     client_id: str | None = None,
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    connector: Connector | None = None,
 ) -> AsyncIterator[BrokerConnection]:
     """A connection (with its own nursery for the reader task) closed on exit."""
     async with _open_nursery() as nursery:
@@ -348,6 +362,7 @@ async def open_connection(
             client_id=client_id,
             connect_timeout_s=connect_timeout_s,
             max_frame_bytes=max_frame_bytes,
+            connector=connector,
         )
         try:
             yield connection
@@ -369,11 +384,13 @@ class ConnectionPool:
         client_id: str | None = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        connector: Connector | None = None,
     ) -> None:
         self._nursery = nursery
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
         self._max_frame_bytes = max_frame_bytes
+        self._connector = connector
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._connect_locks: dict[tuple[str, int], trio.Lock] = {}
         self._closed = False
@@ -396,6 +413,7 @@ class ConnectionPool:
                     client_id=self._client_id,
                     connect_timeout_s=self._connect_timeout_s,
                     max_frame_bytes=self._max_frame_bytes,
+                    connector=self._connector,
                 )
                 self._connections[key] = connection
             return connection
@@ -427,6 +445,7 @@ async def open_connection_pool(
     client_id: str | None = None,
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    connector: Connector | None = None,
 ) -> AsyncIterator[ConnectionPool]:
     """A pool with its own nursery for the connections' reader tasks, closed on exit."""
     async with _open_nursery() as nursery:
@@ -435,6 +454,7 @@ async def open_connection_pool(
             client_id=client_id,
             connect_timeout_s=connect_timeout_s,
             max_frame_bytes=max_frame_bytes,
+            connector=connector,
         )
         try:
             yield pool

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import trio
 
-from client.connection import BrokerConnectionError, ConnectionPool, open_connection_pool
+from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection_pool
 from client.metadata import (
     DEFAULT_METADATA_MAX_AGE_MS,
     Metadata,
@@ -749,13 +749,20 @@ def _now_ms() -> float:
 
 @asynccontextmanager
 async def open_consumer(
-    bootstrap: str | Iterable[str], *, client_id: str | None = "tributary-consumer", **config: Any
+    bootstrap: str | Iterable[str],
+    *,
+    client_id: str | None = "tributary-consumer",
+    connector: Connector | None = None,
+    **config: Any,
 ) -> AsyncIterator[Consumer]:
     """A started consumer (assign partitions next); closed when the block ends.
 
     Raises `NoBrokersAvailableError` at once when no bootstrap broker answers.
     """
-    async with open_connection_pool(client_id=client_id) as pool, open_client_nursery() as nursery:
+    async with (
+        open_connection_pool(client_id=client_id, connector=connector) as pool,
+        open_client_nursery() as nursery,
+    ):
         consumer = Consumer(pool, bootstrap, **config)
         await consumer.start(nursery)
         try:

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 import trio
 
-from client.connection import BrokerConnectionError, ConnectionPool, open_connection_pool
+from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection_pool
 from client.metadata import (
     DEFAULT_METADATA_MAX_AGE_MS,
     ClusterView,
@@ -875,14 +875,21 @@ def _now_ms() -> float:
 
 @asynccontextmanager
 async def open_producer(
-    bootstrap: str | Iterable[str], *, client_id: str | None = "tributary-producer", **config: Any
+    bootstrap: str | Iterable[str],
+    *,
+    client_id: str | None = "tributary-producer",
+    connector: Connector | None = None,
+    **config: Any,
 ) -> AsyncIterator[Producer]:
     """A started producer; leaving the block flushes and closes it.
 
     `config` takes `Producer`'s keyword arguments (Kafka's names in snake_case). Raises
     `NoBrokersAvailableError` at once when no bootstrap broker answers.
     """
-    async with open_connection_pool(client_id=client_id) as pool, open_client_nursery() as nursery:
+    async with (
+        open_connection_pool(client_id=client_id, connector=connector) as pool,
+        open_client_nursery() as nursery,
+    ):
         producer = Producer(pool, bootstrap, **config)
         await producer.start(nursery)
         try:

@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from client.connection import Connector
 from client.protocol.types import TopicPartition
 from controller.channel import ControllerChannelManager
 from controller.config import ControllerConfig
@@ -54,6 +55,7 @@ class ActiveController:
         queue: EventQueue,
         events: EventLog,
         nursery: trio.Nursery,
+        connector: Connector | None = None,
     ):
         self.ctx = ctx
         self.zk = zk
@@ -66,6 +68,7 @@ class ActiveController:
             nursery,
             controller_id=ctx.controller_id,
             request_timeout_s=config["controller.socket.timeout.ms"] / 1000,
+            connector=connector,
         )
         self.deletions = TopicDeletions()
         self.loaded = False  # set once the failover (load, repair, send) is done

@@ -25,7 +25,7 @@ from typing import Any
 
 import trio
 
-from client.connection import BrokerConnection, BrokerConnectionError
+from client.connection import BrokerConnection, BrokerConnectionError, Connector
 from client.protocol.errors import ErrorCode, TributaryError
 from controller.core.context import BrokerInfo
 
@@ -65,10 +65,12 @@ class ControllerChannelManager:
         *,
         controller_id: int,
         request_timeout_s: float,
+        connector: Connector | None = None,
     ):
         self._nursery = nursery
         self._client_id = f"controller-{controller_id}"
         self._timeout_s = request_timeout_s
+        self._connector = connector
         self._senders: dict[int, _BrokerSender] = {}
 
     def add_broker(self, broker: BrokerInfo) -> None:
@@ -160,6 +162,7 @@ class ControllerChannelManager:
                         nursery=self._nursery,
                         client_id=self._client_id,
                         connect_timeout_s=CONNECT_TIMEOUT_S,
+                        connector=self._connector,
                     )
                 return await connection.request(item.request, timeout_s=self._timeout_s), connection
             except BrokerConnectionError as exc:

@@ -19,22 +19,14 @@ dropped.
 
 from __future__ import annotations
 
-import json
-import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from controller.core.state_change import StateChange
-
-log = logging.getLogger(__name__)
+from server_common.jsonl import JsonLinesFile, wall_clock_ms
 
 FILE_NAME = "controller-events.jsonl"
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class EventLog:
@@ -48,29 +40,18 @@ class EventLog:
         self.epoch = 0
         self.clock = clock
         self.path = log_dir / FILE_NAME
-        self._file = None
-        try:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives with us
-        except OSError as exc:
-            log.warning(
-                "cannot open %s (%s): controller events will not be recorded", self.path, exc
-            )
+        self._file = JsonLinesFile(self.path)
 
     def record(self, kind: str, **fields: Any) -> None:
-        if self._file is None:
-            return
-        entry = {
-            "ts": self.clock(),
-            "controller": self.controller_id,
-            "epoch": self.epoch,
-            "event": kind,
-            **fields,
-        }
-        try:
-            self._file.write(json.dumps(entry, separators=(",", ":")) + "\n")
-        except (OSError, ValueError):
-            log.warning("could not write controller event %s", kind)
+        self._file.append(
+            {
+                "ts": self.clock(),
+                "controller": self.controller_id,
+                "epoch": self.epoch,
+                "event": kind,
+                **fields,
+            }
+        )
 
     def record_state_change(self, change: StateChange) -> None:
         old = change.old
@@ -88,6 +69,4 @@ class EventLog:
         )
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._file.close()

@@ -1,7 +1,8 @@
 """The controller's own small listener: it answers ControlledShutdown, nothing else.
 
-How it works: a Trio TCP listener (its bound port goes into /controller) serving each
-connection with `server_common.network.serve_connection`. A ControlledShutdownRequest becomes a
+How it works: a listener bound through the controller's `Transport` (TCP, or a test
+cluster's memory network; its bound port goes into /controller) serving each connection
+with `server_common.network.serve_connection`. A ControlledShutdownRequest becomes a
 `ControlledShutdown` event on the controller's queue with a `Reply` that the event
 handler fills; the connection writes the answer when it is ready. ApiVersions is
 answered directly; any other API gets UNSUPPORTED_VERSION.
@@ -18,7 +19,7 @@ from client.protocol import messages as m
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from controller.events import ControlledShutdown, EventQueue
-from server_common.network import Reply, error_answer, serve_connection
+from server_common.network import TCP, Reply, Transport, error_answer, serve_connection
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,15 @@ MAX_QUEUED_PER_CONNECTION = 4
 
 
 async def serve_controller_listener(
-    queue: EventQueue, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED
+    queue: EventQueue,
+    host: str,
+    port: int,
+    transport: Transport = TCP,
+    *,
+    task_status=trio.TASK_STATUS_IGNORED,
 ) -> None:
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    task_status.started(listeners[0].socket.getsockname()[1])
+    bound = await transport.bind(host, port)
+    task_status.started(bound.port)
 
     async def handle(header: RequestHeader, request: Any) -> Any:
         if isinstance(request, m.ControlledShutdownRequest):
@@ -54,4 +60,4 @@ async def serve_controller_listener(
             max_queued=MAX_QUEUED_PER_CONNECTION,
         )
 
-    await trio.serve_listeners(serve, listeners)
+    await trio.serve_listeners(serve, bound.listeners)

@@ -32,7 +32,7 @@ from controller import leadership
 from controller.active import ActiveController
 from controller.config import ControllerConfig
 from controller.core.context import ControllerContext, ControllerStats
-from controller.event_log import EventLog, wall_clock_ms
+from controller.event_log import EventLog
 from controller.handlers import HANDLERS
 from controller.handlers.failover import on_become_active
 from controller.handlers.shutdown import on_controlled_shutdown
@@ -40,9 +40,11 @@ from controller.listener import serve_controller_listener
 from controller.metrics import ControllerMetrics
 from controller.zk_store import ControllerMovedError
 from server_common import zkdata
+from server_common.jsonl import wall_clock_ms
 from server_common.metrics_http import serve_metrics
+from server_common.network import TCP, Transport
 from server_common.server_main import call_on_termination
-from server_common.zk import KazooZooKeeper, is_connected, is_lost
+from server_common.zk import KazooZooKeeper, ZooKeeper, is_connected, is_lost
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +56,17 @@ FIRST_REBALANCE_CHECK_S = 5.0
 
 
 class ControllerServer:
-    def __init__(self, config: ControllerConfig):
+    def __init__(
+        self,
+        config: ControllerConfig,
+        *,
+        zk: ZooKeeper | None = None,
+        transport: Transport = TCP,
+    ):
         self.config = config
         self.controller_id = config.controller_id
-        self.zk = KazooZooKeeper(
+        self.transport = transport
+        self.zk = zk or KazooZooKeeper(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
@@ -96,6 +105,7 @@ class ControllerServer:
                     self.queue,
                     self.config.bind_host,
                     self.config.bind_port,
+                    self.transport,
                 )
                 self.port = self.config.advertised_port or port
                 if self.config["metrics.port"] >= 0:
@@ -247,6 +257,7 @@ class ControllerServer:
             queue=self.queue,
             events=self.events,
             nursery=nursery,
+            connector=self.transport.connect,
         )
         nursery.start_soon(self._auto_rebalance_timer, term.epoch)
         await on_become_active(self.active)

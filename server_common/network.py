@@ -1,4 +1,9 @@
-"""Serving one client connection: read requests, answer them in order.
+"""Serving connections: where servers listen and connect, and one connection's request
+loop (read requests, answer them in order).
+
+Where: a `Transport` binds listeners and opens outgoing streams. Servers take one
+(`TCP` unless told otherwise), so an in-process test cluster can run the real servers
+over an in-memory network instead of sockets, without patching anything global.
 
 How it works: a reader task feeds socket bytes into the sans-IO `ServerConnection` and
 hands each request to the request handler *in arrival order*. A handler returns
@@ -20,7 +25,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import trio
 
@@ -31,6 +37,34 @@ from client.protocol.errors import ErrorCode, FramingError, ProtocolError
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Listeners bound for one address, and the port they got (port 0 picks one)."""
+
+    listeners: list[trio.abc.Listener]
+    port: int
+
+
+class Transport(Protocol):
+    async def bind(self, host: str, port: int) -> Bound: ...
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream: ...
+
+
+class TcpTransport:
+    """Real sockets."""
+
+    async def bind(self, host: str, port: int) -> Bound:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        return Bound(listeners, listeners[0].socket.getsockname()[1])
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+        return await trio.open_tcp_stream(host, port)  # trio sets TCP_NODELAY
+
+
+TCP = TcpTransport()
 
 
 class _NoResponse:

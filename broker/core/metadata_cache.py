@@ -5,6 +5,10 @@ replicas, offline replicas) and the full list of live brokers; the cache replace
 brokers and merges the partitions. A partition whose leader is `LEADER_DURING_DELETE`
 is being deleted and leaves the cache. Metadata requests, "is this partition known?"
 checks and the CreateTopics/DeleteTopics waits all read from here.
+
+Leaders named in LeaderAndIsr (`live_leaders`) may not be in an UpdateMetadata yet: their
+addresses are remembered (`remember_endpoint`) so a new follower can reach its leader at
+once; `endpoint(id)` prefers the live broker list and falls back to them.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class MetadataCache:
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.topics: dict[str, dict[int, PartitionMetadata]] = {}
         self.version = 0  # bumped on every update: waiters compare it
+        self._remembered: dict[int, BrokerEndpoint] = {}
 
     def update(
         self,
@@ -63,6 +68,7 @@ class MetadataCache:
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
         self.brokers = {b.broker_id: b for b in live_brokers}
+        self._remembered.update(self.brokers)
         deleted = []
         for tp, state in partitions:
             if state.leader == LEADER_DURING_DELETE:
@@ -86,7 +92,11 @@ class MetadataCache:
         return self.topics.get(tp.topic, {}).get(tp.partition)
 
     def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
-        return self.brokers.get(broker_id)
+        """Where to reach `broker_id`: a live broker, else the last address we were told."""
+        return self.brokers.get(broker_id) or self._remembered.get(broker_id)
+
+    def remember_endpoint(self, endpoint: BrokerEndpoint) -> None:
+        self._remembered[endpoint.broker_id] = endpoint
 
     def topic_names(self) -> list[str]:
         return sorted(self.topics)

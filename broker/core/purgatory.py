@@ -16,7 +16,9 @@ wheel, since the Trio core is single-threaded):
 - Expiry uses one binary heap of (deadline, sequence, op) with lazy deletion: completed
   operations stay in the heap until popped, and the heap is rebuilt when at least half
   of it is dead. `expire_due(now_ms)` pops what is due; `next_deadline_ms()` tells the
-  shell when to wake up next. No task sleeps per request.
+  shell when to wake up next, and `wake_at(deadline_ms)` (given by the shell) is called
+  whenever a newly watched operation becomes the earliest deadline, so the shell's
+  timer never has to be reminded by whoever added it. No task sleeps per request.
 
 Only the purgatory calls `try_complete` and `force_complete`, so it always knows when an
 operation finished and can unlink it.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 
 class DelayedOperation:
@@ -63,8 +65,9 @@ class Purgatory:
     # Rebuild the heap once this many entries are dead and they are over half of it.
     _MIN_DEAD_FOR_PURGE = 1024
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, wake_at: Callable[[int], None] | None = None):
         self.name = name
+        self._wake_at = wake_at
         self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
         self._heap: list[tuple[int, int, DelayedOperation]] = []
         self._dead_in_heap = 0
@@ -107,6 +110,8 @@ class Purgatory:
             self._watchers.setdefault(key, {})[oid] = op
         heapq.heappush(self._heap, (op.deadline_ms, next(self._sequence), op))
         self._pending += 1
+        if self._wake_at is not None and self._heap[0][2] is op:
+            self._wake_at(op.deadline_ms)
         return False
 
     def check_and_complete(self, key: Hashable, now_ms: int) -> int:

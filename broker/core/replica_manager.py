@@ -20,9 +20,14 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
   `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks` (checkpointing).
 
 Effects the shell must carry out are queued as values: `IsrUpdate` (a conditional set
-on the partition state znode; answer with `complete_isr_update`). The set of partitions
-to fetch, per leader, is a query (`followers.leaders()`) the shell reconciles its fetcher
-tasks against. Nothing here does network or ZooKeeper I/O or reads a clock.
+on the partition state znode; answer with `complete_isr_update`). The core also tells
+the shell when to act, through two callbacks it is given: `wake_at(deadline_ms)` when a
+delayed operation's deadline became the earliest (the shell's expiry timer sleeps until
+`next_deadline_ms()` otherwise), and `followers_changed()` after every LeaderAndIsr and
+StopReplica (the set of partitions to fetch, per leader, is a query, `followers.leaders()`,
+that the shell reconciles its fetcher tasks against). So request handlers only call the
+core; they never have to remember to poke a timer or a fetcher. Nothing here does
+network or ZooKeeper I/O or reads a clock.
 """
 
 from __future__ import annotations
@@ -109,6 +114,8 @@ class ReplicaManager:
         now_ms: int,
         events: EventSink | None = None,
         effects: Callable[[IsrUpdate], None] | None = None,
+        wake_at: Callable[[int], None] | None = None,
+        followers_changed: Callable[[], None] | None = None,
         truncation: str = "leader_epoch",
     ):
         self.broker_id = broker_id
@@ -117,8 +124,9 @@ class ReplicaManager:
         self._log_config_for = log_config_for
         self._events = events or (lambda kind, data: None)
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.produce_purgatory = Purgatory("Produce")
-        self.fetch_purgatory = Purgatory("Fetch")
+        self.produce_purgatory = Purgatory("Produce", wake_at)
+        self.fetch_purgatory = Purgatory("Fetch", wake_at)
+        self._followers_changed = followers_changed or (lambda: None)
         self.controller_epoch = -1
         self.isr_changes = IsrChangePropagation(
             config.isr_change_propagation_blackout_ms, config.isr_change_propagation_interval_ms
@@ -426,6 +434,7 @@ class ReplicaManager:
         for tp in changed:
             self.produce_purgatory.check_and_complete(tp, now_ms)
             self.fetch_purgatory.check_and_complete(tp, now_ms)
+        self._followers_changed()
         return BecomeResult(ErrorCode.NONE, errors)
 
     def _create_partition(self, tp: TopicPartition, now_ms: int) -> Partition:
@@ -514,6 +523,7 @@ class ReplicaManager:
             errors[tp] = ErrorCode.NONE
             self.produce_purgatory.check_and_complete(tp, now_ms)
             self.fetch_purgatory.check_and_complete(tp, now_ms)
+        self._followers_changed()
         return BecomeResult(ErrorCode.NONE, errors)
 
     # -- ISR maintenance ------------------------------------------------------------

@@ -38,12 +38,12 @@ def make_server(log_dir: Path, **overrides) -> BrokerServer:
         **overrides,
     }
     server = BrokerServer(BrokerConfig(values), clock=trio_clock_ms)
-    server._open_storage()
+    server.open_storage()
     return server
 
 
 async def make_leader(server: BrokerServer, partitions: int = 1) -> None:
-    server.topic_configs[TOPIC] = server.default_log_config  # no ZooKeeper to read it from
+    server.topic_configs.set(TOPIC, server.topic_configs.default)  # no ZooKeeper to read it
     await server.handlers.leader_and_isr(
         m.LeaderAndIsrRequest(
             controller_id=1000,
@@ -103,11 +103,11 @@ async def running_broker(log_dir: Path, partitions: int = 1, **overrides):
     await make_leader(server, partitions)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(server._reaper)
+            nursery.start_soon(server.background.reaper)
             yield server, nursery
             nursery.cancel_scope.cancel()
     finally:
-        server._close_storage()
+        server.close_storage()
 
 
 async def serve_tcp(server: BrokerServer, nursery: trio.Nursery) -> int:

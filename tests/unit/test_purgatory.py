@@ -124,3 +124,16 @@ def test_every_operation_completes_exactly_once(steps):
         assert op.completed
     assert purgatory.pending == 0
     assert purgatory.watched_keys() == 0
+
+
+def test_the_shell_is_woken_only_when_the_earliest_deadline_moves_earlier():
+    """The purgatory reports a new earliest deadline itself (`wake_at`), so nobody who adds
+    an operation has to remember to reschedule the shell's expiry timer."""
+    woken = []
+    purgatory = Purgatory("test", wake_at=woken.append)
+    purgatory.try_complete_else_watch(Waiter(500), ["a"], now_ms=0)
+    purgatory.try_complete_else_watch(Waiter(900), ["a"], now_ms=0)  # later: no wake-up
+    purgatory.try_complete_else_watch(Waiter(200), ["b"], now_ms=0)
+    purgatory.try_complete_else_watch(Waiter(100, ready=True), ["c"], now_ms=0)  # done now
+    assert woken == [500, 200]
+    assert purgatory.next_deadline_ms() == 200

@@ -1,0 +1,186 @@
+"""The broker's background tasks: the timers and queues that drive the sans-IO core.
+
+How it works: each task is a small loop that calls one core method and carries out
+what comes back, nothing more:
+
+- `isr_writer`: the core's `IsrUpdate` effects, in order, as conditional sets through
+  the ZooKeeper gateway; ZooKeeper's answer goes back with `complete_isr_update`;
+- `isr_shrinker`: `maybe_shrink_isrs` every `replica.lag.time.max.ms / 2`;
+- `isr_propagator`: `maybe_propagate_isr_changes` (the core throttles), published as one
+  /isr_change_notification znode; requeued if ZooKeeper refuses;
+- `reaper`: expires delayed produces and fetches; sleeps until the core's next deadline,
+  and `wake_at(deadline_ms)` (the core's callback when an earlier deadline appears) wakes
+  it sooner;
+- `checkpointer`, `retention`, `flusher`: HW and recovery-point checkpoints, retention,
+  and `flush.ms`/`flush.messages` fsyncs, each on its Kafka interval;
+- `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from broker.core.log.manager import LogManager
+from broker.core.partition import IsrUpdate
+from broker.core.replica_manager import ReplicaManager
+from broker.zk_gateway import BrokerZkGateway
+from server_common.jsonl import JsonLinesFile
+from server_common.metrics import MetricsRegistry
+from server_common.zk import ZkError
+
+log = logging.getLogger(__name__)
+
+# Longest the reaper sleeps with nothing waiting in a purgatory.
+IDLE_REAPER_S = 3600.0
+# The propagator looks at least this often (and at most every 50 ms).
+MAX_PROPAGATION_PERIOD_S = 2.5
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """How often each task runs, in seconds (from the Kafka-named broker configs)."""
+
+    isr_shrink_s: float  # replica.lag.time.max.ms / 2
+    isr_propagation_s: float  # from isr.change.propagation.blackout.ms
+    hw_checkpoint_s: float  # replica.high.watermark.checkpoint.interval.ms
+    recovery_checkpoint_s: float  # log.flush.offset.checkpoint.interval.ms
+    retention_check_s: float  # log.retention.check.interval.ms
+    flush_check_s: float  # log.flush.scheduler.interval.ms
+    metrics_snapshot_s: float  # metrics.snapshot.interval.ms (<= 0: off)
+
+
+class BackgroundTasks:
+    def __init__(
+        self,
+        broker_id: int,
+        gateway: BrokerZkGateway,
+        metrics: MetricsRegistry,
+        intervals: Intervals,
+        clock: Callable[[], int],
+        metrics_path: Path,
+    ):
+        self.broker_id = broker_id
+        self.gateway = gateway
+        self.metrics = metrics
+        self.intervals = intervals
+        self.now_ms = clock
+        self.metrics_path = metrics_path
+        self.replica_manager: ReplicaManager | None = None
+        self.log_manager: LogManager | None = None
+        self._isr_send, self._isr_receive = trio.open_memory_channel[IsrUpdate](math.inf)
+        self._reaper_wakeup = trio.Event()
+
+    # -- the core's callbacks (given to the ReplicaManager) ------------------------------
+    def emit_isr_update(self, update: IsrUpdate) -> None:
+        self._isr_send.send_nowait(update)
+
+    def wake_at(self, deadline_ms: int) -> None:
+        self._reaper_wakeup.set()
+
+    def attach(self, replica_manager: ReplicaManager, log_manager: LogManager) -> None:
+        self.replica_manager = replica_manager
+        self.log_manager = log_manager
+
+    def start_all(self, nursery: trio.Nursery) -> None:
+        for task in (
+            self.isr_writer,
+            self.isr_shrinker,
+            self.isr_propagator,
+            self.reaper,
+            self.checkpointer,
+            self.retention,
+            self.flusher,
+            self.metrics_snapshots,
+        ):
+            nursery.start_soon(task)
+
+    # -- tasks ---------------------------------------------------------------------------
+    async def isr_writer(self) -> None:
+        async for update in self._isr_receive:
+            tp = update.topic_partition
+            outcome = await self.gateway.write_isr(tp, update.new_state)
+            self.replica_manager.complete_isr_update(tp, outcome, self.now_ms())
+
+    async def isr_shrinker(self) -> None:
+        while True:
+            await trio.sleep(self.intervals.isr_shrink_s)
+            self.replica_manager.maybe_shrink_isrs(self.now_ms())
+
+    async def isr_propagator(self) -> None:
+        period = max(min(self.intervals.isr_propagation_s, MAX_PROPAGATION_PERIOD_S), 0.05)
+        while True:
+            await trio.sleep(period)
+            now = self.now_ms()
+            batch = self.replica_manager.maybe_propagate_isr_changes(now)
+            if not batch:
+                continue
+            try:
+                await self.gateway.publish_isr_changes(batch)
+            except ZkError as exc:
+                log.warning("could not publish ISR changes: %s", exc)
+                self.replica_manager.isr_changes.requeue(batch, now)
+
+    async def reaper(self) -> None:
+        rm = self.replica_manager
+        while True:
+            rm.expire_delayed(self.now_ms())
+            deadline = rm.next_deadline_ms()
+            self._reaper_wakeup = trio.Event()
+            delay = (
+                IDLE_REAPER_S if deadline is None else max(0.0, (deadline - self.now_ms()) / 1000)
+            )
+            with trio.move_on_after(delay):
+                await self._reaper_wakeup.wait()
+
+    async def checkpointer(self) -> None:
+        last_recovery = trio.current_time()
+        while True:
+            await trio.sleep(self.intervals.hw_checkpoint_s)
+            try:
+                self.replica_manager.checkpoint_high_watermarks()
+                if trio.current_time() - last_recovery >= self.intervals.recovery_checkpoint_s:
+                    self.log_manager.checkpoint_recovery_points()
+                    self.log_manager.checkpoint_log_start_offsets()
+                    last_recovery = trio.current_time()
+            except OSError as exc:
+                log.error("checkpoint failed: %s", exc)
+
+    async def retention(self) -> None:
+        while True:
+            await trio.sleep(self.intervals.retention_check_s)
+            try:
+                deleted = self.log_manager.run_retention(
+                    self.now_ms(), high_watermarks=self.replica_manager.high_watermarks()
+                )
+                if deleted:
+                    log.info("retention deleted %d segment(s)", deleted)
+            except Exception:
+                log.exception("retention failed")
+
+    async def flusher(self) -> None:
+        while True:
+            await trio.sleep(self.intervals.flush_check_s)
+            try:
+                # In the Trio thread: the logs are not thread-safe (flush.ms is off by default).
+                self.log_manager.flush_dirty(self.now_ms())
+            except Exception:
+                log.exception("flush failed")
+
+    async def metrics_snapshots(self) -> None:
+        if self.intervals.metrics_snapshot_s <= 0:
+            return
+        out = JsonLinesFile(self.metrics_path)
+        try:
+            while True:
+                await trio.sleep(self.intervals.metrics_snapshot_s)
+                out.append(
+                    {"ts": self.now_ms(), "broker": self.broker_id, **self.metrics.snapshot()}
+                )
+        finally:
+            out.close()

@@ -1,0 +1,236 @@
+"""Every ZooKeeper read and write a broker makes, in one place.
+
+How it works: `BrokerZkGateway` wraps the ZooKeeper seam (`server_common.zk.ZooKeeper`)
+and speaks in the broker's terms: register this broker, read topic configs, write an ISR
+change, publish ISR change notifications, create or mark a topic for deletion, ask for a
+preferred election or a reassignment, find the controller. It encodes and decodes the
+znodes (`server_common.zkdata`), so nothing else in the broker knows a ZooKeeper path.
+
+Failures: the seam's `ZkError`s pass through, except where the answer is part of the
+protocol (a conditional ISR write that lost to the controller is an `IsrUpdateConflict`,
+a topic that exists already is `False`...). An ISR write that ZooKeeper could not answer
+is an `IsrUpdateFailed` for the core to retry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+
+import trio
+
+from broker.core.partition import (
+    IsrUpdateConflict,
+    IsrUpdateFailed,
+    IsrUpdateOutcome,
+    IsrUpdateSucceeded,
+)
+from client.protocol.types import TopicPartition
+from server_common import zkdata
+from server_common.zk import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    SessionEvent,
+    ZkError,
+    ZooKeeper,
+)
+
+log = logging.getLogger(__name__)
+
+# While a previous incarnation's ephemeral registration has not expired yet, look again
+# this often.
+REGISTRATION_RETRY_S = 0.5
+# Another broker's preferred election is being processed: look again this often.
+ELECTION_RETRY_S = 0.1
+
+
+class BrokerIdTakenError(RuntimeError):
+    """Another live broker holds this broker id."""
+
+
+class BrokerZkGateway:
+    def __init__(self, zk: ZooKeeper):
+        self.zk = zk
+
+    # -- session -----------------------------------------------------------------------
+    @property
+    def session_events(self) -> trio.MemoryReceiveChannel[SessionEvent]:
+        return self.zk.session_events
+
+    @property
+    def session_timeout_s(self) -> float:
+        return self.zk.session_timeout_ms / 1000
+
+    async def start(self) -> None:
+        await self.zk.start()
+        await self.zk.ensure_paths(zkdata.PERSISTENT_PATHS)
+
+    async def stop(self) -> None:
+        await self.zk.stop()
+
+    # -- identity ----------------------------------------------------------------------
+    async def cluster_id(self) -> str | None:
+        """The cluster's id (/cluster/id), created by the first broker to ask."""
+        existing = await self.zk.get_or_none(zkdata.CLUSTER_ID)
+        if existing is None:
+            value = json.dumps({"version": "1", "id": uuid.uuid4().hex[:22]}).encode()
+            try:
+                await self.zk.create(zkdata.CLUSTER_ID, value, makepath=True)
+            except NodeExistsError:
+                pass
+            existing = await self.zk.get_or_none(zkdata.CLUSTER_ID)
+        try:
+            return json.loads(existing[0])["id"] if existing else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    async def register(self, registration: zkdata.BrokerRegistration, patience_s: float) -> int:
+        """Create our ephemeral /brokers/ids/<id>; returns the broker epoch (its czxid).
+
+        A registration left by our own previous incarnation disappears when its session
+        expires: wait for that up to `patience_s`, then give up (`BrokerIdTakenError`).
+        """
+        path = zkdata.broker_path(registration.broker_id)
+        with trio.move_on_after(patience_s):
+            while True:
+                try:
+                    _, stat = await self.zk.create_with_stat(
+                        path, registration.encode(), ephemeral=True, makepath=True
+                    )
+                    return stat.czxid
+                except NodeExistsError:
+                    existing = await self.zk.exists(path)
+                    if existing is not None and existing.ephemeral_owner == self.zk.session_id:
+                        return existing.czxid
+                await trio.sleep(REGISTRATION_RETRY_S)
+        raise BrokerIdTakenError(
+            f"broker id {registration.broker_id} is registered by another live broker"
+        )
+
+    async def controller(self) -> zkdata.ControllerRegistration | None:
+        """The active controller's registration (None: no active controller)."""
+        result = await self.zk.get_or_none(zkdata.CONTROLLER)
+        return None if result is None else zkdata.ControllerRegistration.decode(result[0])
+
+    async def live_broker_ids(self) -> set[int]:
+        children = await self.zk.get_children_or_empty(zkdata.BROKERS_IDS)
+        return {int(c) for c in children if c.isdigit()}
+
+    # -- replication ---------------------------------------------------------------------
+    async def write_isr(self, tp: TopicPartition, state: zkdata.LeaderAndIsr) -> IsrUpdateOutcome:
+        """The leader's ISR change as a conditional set on the partition state znode."""
+        path = zkdata.partition_state_path(tp.topic, tp.partition)
+        try:
+            stat = await self.zk.set(path, state.encode(), version=state.zk_version)
+            return IsrUpdateSucceeded(stat.version)
+        except BadVersionError:
+            current = await self._read_state(path)
+            if current is not None and current.same_state(state):
+                return IsrUpdateSucceeded(current.zk_version)
+            return IsrUpdateConflict(current)
+        except NoNodeError:
+            return IsrUpdateConflict(None)
+        except ZkError as exc:
+            return IsrUpdateFailed(f"{type(exc).__name__}: {exc}")
+
+    async def _read_state(self, path: str) -> zkdata.LeaderAndIsr | None:
+        try:
+            result = await self.zk.get_or_none(path)
+        except ZkError:
+            return None
+        if result is None:
+            return None
+        data, stat = result
+        try:
+            return zkdata.LeaderAndIsr.decode(data, stat.version, path)
+        except zkdata.ZkDataError:
+            return None
+
+    async def publish_isr_changes(self, partitions: Iterable[TopicPartition]) -> None:
+        """One sequential /isr_change_notification/isr_change_ znode naming them."""
+        data = zkdata.encode_isr_change([(tp.topic, tp.partition) for tp in partitions])
+        await self.zk.create(
+            f"{zkdata.ISR_CHANGE_NOTIFICATION}/{zkdata.ISR_CHANGE_PREFIX}",
+            data,
+            sequence=True,
+            makepath=True,
+        )
+
+    # -- topics --------------------------------------------------------------------------
+    async def topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """Config overrides of `topics` (/config/topics/<t>; {} where there are none or
+        the znode is unreadable)."""
+        results = await self.zk.get_many([zkdata.topic_config_path(t) for t in topics])
+        overrides: dict[str, dict[str, str]] = {}
+        for topic, result in zip(topics, results, strict=True):
+            overrides[topic] = {}
+            if result is not None:
+                try:
+                    overrides[topic] = zkdata.decode_topic_config(topic, result[0])
+                except zkdata.ZkDataError as exc:
+                    log.warning("ignoring a bad topic config: %s", exc)
+        return overrides
+
+    async def topic_exists(self, topic: str) -> bool:
+        return await self.zk.exists(zkdata.topic_path(topic)) is not None
+
+    async def topic_being_deleted(self, topic: str) -> bool:
+        return await self.zk.exists(zkdata.delete_topic_path(topic)) is not None
+
+    async def topic_assignment(self, topic: str) -> zkdata.TopicAssignment | None:
+        result = await self.zk.get_or_none(zkdata.topic_path(topic))
+        return None if result is None else zkdata.TopicAssignment.decode(topic, result[0])
+
+    async def create_topic(
+        self, topic: str, assignment: dict[int, list[int]], config: dict[str, str]
+    ) -> bool:
+        """Write /config/topics/<t>, then /brokers/topics/<t> (the controller watches the
+        latter, so the config is there first). False if the topic exists already."""
+        config_path = zkdata.topic_config_path(topic)
+        data = zkdata.encode_topic_config(config)
+        try:
+            await self.zk.create(config_path, data, makepath=True)
+        except NodeExistsError:
+            await self.zk.set(config_path, data)
+        value = zkdata.TopicAssignment(topic, {p: tuple(r) for p, r in assignment.items()})
+        try:
+            await self.zk.create(zkdata.topic_path(topic), value.encode(), makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
+    async def mark_topic_for_deletion(self, topic: str) -> None:
+        try:
+            await self.zk.create(zkdata.delete_topic_path(topic), b"", makepath=True)
+        except NodeExistsError:
+            pass  # marked already
+
+    # -- admin requests to the controller ----------------------------------------------------
+    async def request_preferred_election(self, partitions: list[TopicPartition]) -> None:
+        """Write /admin/preferred_replica_election, waiting while another is being
+        processed (the caller bounds the wait)."""
+        data = zkdata.encode_partition_list([(tp.topic, tp.partition) for tp in partitions])
+        while True:
+            try:
+                await self.zk.create(zkdata.ADMIN_PREFERRED_REPLICA_ELECTION, data, makepath=True)
+                return
+            except NodeExistsError:
+                await trio.sleep(ELECTION_RETRY_S)
+
+    async def start_reassignment(self, plan: dict[tuple[str, int], tuple[int, ...]]) -> bool:
+        """Write /admin/reassign_partitions; False if a reassignment is in progress."""
+        try:
+            await self.zk.create(
+                zkdata.ADMIN_REASSIGN_PARTITIONS, zkdata.encode_reassignment(plan), makepath=True
+            )
+        except NodeExistsError:
+            return False
+        return True
+
+    async def reassignment_plan(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        """The reassignment in progress ({} if none)."""
+        result = await self.zk.get_or_none(zkdata.ADMIN_REASSIGN_PARTITIONS)
+        return zkdata.decode_reassignment(result[0]) if result else {}
