@@ -510,7 +510,8 @@ class KazooZooKeeper:
         """A channel receiving the full child list now and on every change.
 
         The watch survives session loss (kazoo re-registers it). If the znode is deleted
-        the channel receives an empty list.
+        the watch ends silently (nothing more arrives, even if it is created again): watch
+        only znodes that live as long as the watcher (the controller's are permanent).
         """
         send, receive = trio.open_memory_channel(math.inf)
 
