@@ -187,7 +187,9 @@ class AdminHandlers:
                     name, ErrorCode.POLICY_VIOLATION, "topic deletion is disabled on this broker"
                 )
                 continue
-            if not await self.gateway.topic_exists(name):
+            # What this broker's metadata shows, as Kafka does: a topic on its way out (no
+            # longer in the metadata, its znodes not yet removed) is unknown, not deleted twice.
+            if not self.cache.contains_topic(name):
                 responses[name] = _delete_result(
                     name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
                 )

@@ -49,6 +49,7 @@ from server_common.jsonl import JsonLinesFile, wall_clock_ms
 from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, serve_connection
+from server_common.network import Handler as RequestHandler
 from server_common.server_main import call_on_termination
 from server_common.zk import KazooZooKeeper, ZooKeeper
 
@@ -63,8 +64,13 @@ class BrokerServer:
         zk: ZooKeeper | None = None,
         transport: Transport = TCP,
         clock: Callable[[], int] | None = None,
+        interceptor: Callable[[RequestHandler], RequestHandler] | None = None,
     ):
+        """`zk`, `transport` and `clock` default to the real ones; `interceptor` wraps the
+        request handler every connection calls (in-process test clusters inject faults
+        with it)."""
         self.config = config
+        self._intercept = interceptor or (lambda handler: handler)
         self.broker_id = config.broker_id
         self.now_ms = clock or wall_clock_ms
         self.transport = transport
@@ -272,8 +278,10 @@ class BrokerServer:
         limit = trio.CapacityLimiter(self.config["max.connections"])
 
         def connection_handler(listener: str):
-            async def handle_request(header, request):
+            async def serve_request(header, request):
                 return await self.handlers.handle(header, request, listener)
+
+            handle_request = self._intercept(serve_request)
 
             async def handle(stream: trio.abc.Stream) -> None:
                 async with limit:

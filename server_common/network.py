@@ -7,8 +7,10 @@ over an in-memory network instead of sockets, without patching anything global.
 
 How it works: a reader task feeds socket bytes into the sans-IO `ServerConnection` and
 hands each request to the request handler *in arrival order*. A handler returns
-either the response itself, `NO_RESPONSE` (acks=0 produce), or a `Reply` that a
-purgatory callback fills in later (a waiting fetch, an acks=all produce). The reader
+either the response itself, `NO_RESPONSE` (acks=0 produce), a `Reply` that a
+purgatory callback fills in later (a waiting fetch, an acks=all produce), or
+`CLOSE_CONNECTION` to drop the connection at once without answering (Kafka's
+`closeConnection`; fault-injecting tests use it to cut connections). The reader
 puts each of these into a bounded channel; a writer task awaits them one by one and
 writes the responses, so they leave in request order while later requests are already
 being processed (pipelining). The channel's size bounds the requests read ahead per
@@ -75,6 +77,14 @@ class _NoResponse:
 NO_RESPONSE = _NoResponse()
 
 
+class _CloseConnection:
+    def __repr__(self) -> str:
+        return "CLOSE_CONNECTION"
+
+
+CLOSE_CONNECTION = _CloseConnection()
+
+
 class Reply:
     """A response that will be set later (by a purgatory callback), awaited by the writer."""
 
@@ -123,20 +133,21 @@ async def serve_connection(
     protocol = ServerConnection(max_frame_bytes=max_frame_bytes)
     send_queue, receive_queue = trio.open_memory_channel(max_queued)
 
-    async def reader() -> None:
+    async def reader() -> bool:
+        """Read and dispatch until the peer is done; True if a handler asked to close."""
         async with send_queue:
             while True:
                 try:
                     data = await stream.receive_some(READ_CHUNK)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
+                    return False
                 protocol.receive_data(data)
                 while True:
                     try:
                         event = protocol.next_request()
                     except FramingError as exc:
                         log.warning("closing connection from %s: %s", peer, exc)
-                        return
+                        return False
                     if event is None:
                         break
                     if isinstance(event, Answerable):
@@ -152,13 +163,16 @@ async def serve_connection(
                     header, request = event
                     started = time.perf_counter()
                     outcome = await _call_handler(handle, header, request, peer)
+                    if outcome is CLOSE_CONNECTION:
+                        log.info("closing connection from %s as its handler asked", peer)
+                        return True
                     if outcome is NO_RESPONSE:
                         if observe is not None:
                             observe(header.api_key, time.perf_counter() - started, 0, 0)
                         continue
                     await send_queue.send((header, started, outcome))
                 if not data:
-                    return
+                    return False
 
     async def writer() -> None:
         async with receive_queue:
@@ -179,9 +193,10 @@ async def serve_connection(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(writer)
-            await reader()
-            # The reader is done (peer closed or bad framing): let the writer flush what
-            # is already queued, then close.
+            if await reader():
+                nursery.cancel_scope.cancel()  # drop: nothing more is written
+            # Otherwise the reader is done (peer closed or bad framing): let the writer
+            # flush what is already queued, then close.
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()

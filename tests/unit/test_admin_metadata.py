@@ -1,4 +1,5 @@
-"""The client's cluster view: bootstrap fallback, refresh on demand and by age, errors."""
+"""The client's cluster view: bootstrap fallback, refresh on demand and by age, errors;
+against an in-process cluster of real brokers (tests/support/cluster.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from client.metadata import (
 )
 from client.protocol import messages as m
 from client.protocol.types import TopicPartition
-from tests.support.fake_broker import open_fake_cluster
+from tests.support.cluster import open_test_cluster
 
 
 def test_bootstrap_addresses_are_parsed_or_refused():
@@ -27,8 +28,11 @@ def test_bootstrap_addresses_are_parsed_or_refused():
 
 
 async def test_a_dead_bootstrap_address_is_skipped(autojump_clock):
-    async with open_fake_cluster(2, topics={"t": 2}) as cluster, open_connection_pool() as pool:
-        cluster.stop_broker(1)
+    async with (
+        open_test_cluster(2, topics={"t": 2}) as cluster,
+        open_connection_pool(connector=cluster.connector()) as pool,
+    ):
+        await cluster.stop_broker(1)
         dead, alive = cluster.brokers[1].address, cluster.brokers[2].address
         metadata = Metadata(pool, f"{dead},{alive}")
         metadata.add_topics("t")
@@ -40,19 +44,25 @@ async def test_a_dead_bootstrap_address_is_skipped(autojump_clock):
 
 
 async def test_known_brokers_are_asked_when_the_bootstrap_one_dies(autojump_clock):
-    async with open_fake_cluster(2) as cluster, open_connection_pool() as pool:
+    async with (
+        open_test_cluster(2) as cluster,
+        open_connection_pool(connector=cluster.connector()) as pool,
+    ):
         metadata = Metadata(pool, cluster.brokers[1].address)
         await metadata.refresh()
-        cluster.stop_broker(1)
+        await cluster.stop_broker(1)
         view = await metadata.refresh()
         assert sorted(view.brokers) == [2]
-        cluster.stop_broker(2)
+        await cluster.stop_broker(2)
         with pytest.raises(NoBrokersAvailableError, match="cannot reach any broker at broker1"):
             await metadata.refresh()
 
 
 async def test_refresh_on_request_with_backoff_and_by_age(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster, open_connection_pool() as pool:
+    async with (
+        open_test_cluster(topics={"t": 1}) as cluster,
+        open_connection_pool(connector=cluster.connector()) as pool,
+    ):
         metadata = Metadata(pool, cluster.bootstrap, max_age_ms=10_000, retry_backoff_ms=100)
         await metadata.refresh()
         async with open_client_nursery() as nursery:
@@ -73,7 +83,10 @@ async def test_refresh_on_request_with_backoff_and_by_age(autojump_clock):
 
 
 async def test_an_unknown_topic_is_reported_after_a_grace_period(autojump_clock):
-    async with open_fake_cluster() as cluster, open_connection_pool() as pool:
+    async with (
+        open_test_cluster() as cluster,
+        open_connection_pool(connector=cluster.connector()) as pool,
+    ):
         metadata = Metadata(pool, cluster.bootstrap)
         start = trio.current_time()
         with pytest.raises(UnknownTopicError, match="topic 'ghost' does not exist"):
@@ -82,7 +95,7 @@ async def test_an_unknown_topic_is_reported_after_a_grace_period(autojump_clock)
 
         async def create_soon() -> None:
             await trio.sleep(0.2)
-            cluster.create_topic("late", 3)
+            await cluster.create_topic("late", 3)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(create_soon)

@@ -1,7 +1,8 @@
-"""The broker shell end to end, in process: long polls, ordering, and bad input.
+"""The broker shell end to end, in process (a real broker and controller): long polls,
+ordering, and bad input.
 
-Long-poll timing runs on trio's MockClock over in-memory streams; bad input goes over
-real loopback TCP, as a hostile client would send it.
+Long-poll timing runs on trio's MockClock over the in-memory network; bad input goes
+over real loopback TCP, as a hostile client would send it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from client.protocol.codec import RequestHeader, encode_request
 from client.protocol.errors import ErrorCode
 from client.protocol.framing import encode_frame
 from client.protocol.records import Record, build_batch, decode_batches
-from tests.unit.broker_harness import TOPIC, connect_memory, running_broker, serve_tcp
+from tests.unit.broker_harness import TOPIC, connect, running_broker
 
 
 def produce_request(values, acks=1, partition=0, records: bytes | None = None):
@@ -53,10 +54,10 @@ def fetch_request(offset=0, max_wait_ms=2_000, topic=TOPIC):
     )
 
 
-async def test_long_poll_returns_as_soon_as_a_record_arrives(tmp_path, autojump_clock):
-    async with running_broker(tmp_path) as (server, nursery):
-        consumer = connect_memory(server, nursery)
-        producer = connect_memory(server, nursery)
+async def test_long_poll_returns_as_soon_as_a_record_arrives(autojump_clock):
+    async with running_broker() as (broker, nursery):
+        consumer = await connect(broker, nursery)
+        producer = await connect(broker, nursery)
         answered_at = []
 
         async def poll():
@@ -72,18 +73,18 @@ async def test_long_poll_returns_as_soon_as_a_record_arrives(tmp_path, autojump_
         assert answered_at and abs(answered_at[0] - 0.5) < 0.01  # not 2.0: woken by the append
 
 
-async def test_long_poll_without_data_waits_for_max_wait(tmp_path, autojump_clock):
-    async with running_broker(tmp_path) as (server, nursery):
-        consumer = connect_memory(server, nursery)
+async def test_long_poll_without_data_waits_for_max_wait(autojump_clock):
+    async with running_broker() as (broker, nursery):
+        consumer = await connect(broker, nursery)
         start = trio.current_time()
         response = await consumer.request(fetch_request(max_wait_ms=2_000))
         assert abs((trio.current_time() - start) - 2.0) < 0.01
         assert response.topics[0].partitions[0].records == b""
 
 
-async def test_pipelined_responses_come_back_in_request_order(tmp_path, autojump_clock):
-    async with running_broker(tmp_path) as (server, nursery):
-        client = connect_memory(server, nursery)
+async def test_pipelined_responses_come_back_in_request_order(autojump_clock):
+    async with running_broker() as (broker, nursery):
+        client = await connect(broker, nursery)
         results = {}
 
         async def one(i):
@@ -135,10 +136,11 @@ async def _assert_still_serving(port):
         assert [t.name for t in response.topics] == [TOPIC]
 
 
-async def test_garbage_and_broken_frames_close_only_that_connection(tmp_path, caplog):
+async def test_garbage_and_broken_frames_close_only_that_connection(caplog):
     caplog.set_level(logging.INFO, logger="server_common.network")
-    async with running_broker(tmp_path, **{"socket.request.max.bytes": 65536}) as (server, nursery):
-        port = await serve_tcp(server, nursery)
+    settings = {"socket.request.max.bytes": "65536"}
+    async with running_broker(transport="tcp", settings=settings) as (broker, _):
+        port = broker.port
         async with open_connection("127.0.0.1", port) as bystander:
             cases = {
                 "garbage": b"\xde\xad\xbe\xef" * 8 + b"\x00" * 100,
@@ -157,9 +159,9 @@ async def test_garbage_and_broken_frames_close_only_that_connection(tmp_path, ca
         await _assert_still_serving(port)
 
 
-async def test_answerable_bad_requests_get_error_codes(tmp_path):
-    async with running_broker(tmp_path) as (server, nursery):
-        port = await serve_tcp(server, nursery)
+async def test_answerable_bad_requests_get_error_codes():
+    async with running_broker(transport="tcp") as (broker, _):
+        port = broker.port
         # Unknown api key: header readable, so an error answer, and the connection lives.
         unknown = encode_frame(msgpack.packb([999, 0, 7, "test", {}]))
         answer = _decode_answer(await _raw_exchange(port, unknown, expect_close=False))
@@ -188,9 +190,9 @@ async def test_answerable_bad_requests_get_error_codes(tmp_path):
         await _assert_still_serving(port)
 
 
-async def test_unknown_topic_and_corrupt_batch_are_partition_errors(tmp_path):
-    async with running_broker(tmp_path) as (server, nursery):
-        port = await serve_tcp(server, nursery)
+async def test_unknown_topic_and_corrupt_batch_are_partition_errors():
+    async with running_broker(transport="tcp") as (broker, _):
+        port = broker.port
         async with open_connection("127.0.0.1", port) as conn:
             response = await conn.request(fetch_request(topic="nope", max_wait_ms=0))
             assert (
@@ -205,10 +207,10 @@ async def test_unknown_topic_and_corrupt_batch_are_partition_errors(tmp_path):
             assert response.topics[0].partitions[0].base_offset == 0
 
 
-async def test_raw_request_roundtrip_helper_matches_codec(tmp_path):
+async def test_raw_request_roundtrip_helper_matches_codec():
     # Sanity for the raw helpers above: a well-formed request gets a normal answer.
-    async with running_broker(tmp_path) as (server, nursery):
-        port = await serve_tcp(server, nursery)
+    async with running_broker(transport="tcp") as (broker, _):
+        port = broker.port
         frame = encode_request(RequestHeader(18, 0, 3, "raw"), m.ApiVersionsRequest())
         answer = _decode_answer(await _raw_exchange(port, frame, expect_close=False))
         assert answer[0] == 3 and answer[1] == 0

@@ -1,7 +1,8 @@
-"""The data and admin CLI commands against a fake cluster running in a background thread.
+"""The data and admin CLI commands against an in-process cluster of real brokers and a real
+controller running in a background thread (tests/support/cluster.py's ClusterThread).
 
 `tools.cli.main([...])` runs in the test's thread (it starts its own Trio loop); the
-fake brokers serve TCP from their own thread. Errors must come out as exactly one line
+brokers serve TCP from their own thread. Errors must come out as exactly one line
 on stderr with a non-zero exit, never a traceback; a few checks run the real entry
 point in a subprocess to make sure of that end to end.
 """
@@ -20,26 +21,26 @@ import pytest
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
-from tests.support.fake_broker import FakeClusterThread
+from tests.support.cluster import ClusterThread
 from tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def fake():
-    runner = FakeClusterThread(3)
+def runner():
+    runner = ClusterThread(3)
     with runner:
         yield runner
 
 
 @pytest.fixture
-def run(fake, capsys, monkeypatch):
+def run(runner, capsys, monkeypatch):
     """run(*argv, stdin=b"") -> (exit code, stdout, stderr), bootstrap filled in."""
 
     def run(*argv: str, stdin: bytes = b"", bootstrap: str | None = None):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-        code = main([*argv, "--bootstrap-server", bootstrap or fake.cluster.bootstrap])
+        code = main([*argv, "--bootstrap-server", bootstrap or runner.cluster.bootstrap])
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -64,20 +65,28 @@ def dead_address() -> str:
 # --- topics ---------------------------------------------------------------------------------
 
 
-def test_topics_create_list_describe_delete(run, fake):
+def test_topics_create_list_describe_delete(run, runner):
     code, out, _ = run("topics", "create", "orders", "--partitions", "2",
                        "--replication-factor", "2", "--config", "retention.ms=60000")  # fmt: skip
     assert (code, out) == (0, "Created topic orders.\n")
-    assert fake.cluster.configs["orders"] == {"retention.ms": "60000"}
+    assert runner.call(runner.cluster.topic_config, "orders") == {"retention.ms": "60000"}
     assert run("topics", "create", "audit", "--replica-assignment", "3:1,1:2")[0] == 0
 
     assert run("topics", "list")[1] == "audit\norders\n"
     code, out, _ = run("topics", "describe", "orders")
     assert code == 0
+    # The broker places replicas from a random start (as Kafka does): read where they went.
+    views = [runner.call(runner.cluster.partition, ("orders", p)) for p in (0, 1)]
+    assert [(len(set(v.replicas)), v.leader, v.isr, v.leader_epoch) for v in views] == [
+        (2, v.replicas[0], v.replicas, 0) for v in views
+    ]
     assert out.splitlines() == [
         "Topic: orders\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: retention.ms=60000",
-        "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tLeaderEpoch: 0",
-        "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2,3\tLeaderEpoch: 0",
+        *(
+            f"\tTopic: orders\tPartition: {p}\tLeader: {v.leader}\tReplicas: {v.replicas[0]},"
+            f"{v.replicas[1]}\tIsr: {v.replicas[0]},{v.replicas[1]}\tLeaderEpoch: 0"
+            for p, v in enumerate(views)
+        ),
     ]
     described = json.loads(run("topics", "describe", "audit", "--json")[1])
     assert [p["replicas"] for p in described[0]["partitions"]] == [[3, 1], [1, 2]]
@@ -93,11 +102,13 @@ def test_topics_create_list_describe_delete(run, fake):
     assert run("topics", "delete", "orders", "--if-exists")[0] == 0
 
 
-def test_describe_marks_offline_and_under_replicated_partitions(run, fake):
-    fake.call(fake.cluster.create_topic, "t", 2, 2)
-    fake.call(fake.cluster.stop_broker, 2)
+def test_describe_marks_offline_and_under_replicated_partitions(run, runner):
+    # Partition 1 only on broker 2, so that no replica is left to lead it.
+    runner.call(runner.cluster.create_topic, "t", assignment={0: [1, 2], 1: [2]})
+    runner.call(runner.cluster.stop_broker, 2)
+    epoch = runner.call(runner.cluster.partition, TopicPartition("t", 0)).leader_epoch
     out = run("topics", "describe", "t")[1].splitlines()
-    assert out[1].endswith("Leader: 1\tReplicas: 1,2\tIsr: 1\tLeaderEpoch: 0\tOffline: 2"
+    assert out[1].endswith(f"Leader: 1\tReplicas: 1,2\tIsr: 1\tLeaderEpoch: {epoch}\tOffline: 2"
                            "\tUnderReplicated: true")  # fmt: skip
     assert "\tLeader: none\t" in out[2]
     only = run("topics", "describe", "--unavailable-partitions")[1].splitlines()
@@ -118,8 +129,8 @@ def test_create_with_bad_arguments_is_one_line(run):
 # --- produce and consume -------------------------------------------------------------------
 
 
-def test_produce_then_consume(run, fake):
-    fake.call(fake.cluster.create_topic, "t", 2)
+def test_produce_then_consume(run, runner):
+    runner.call(runner.cluster.create_topic, "t", 2)
     code, out, err = run(
         "produce", "t", "--key-separator", ":", "--report", stdin=b"a:1\nb:2\nc:3\na:4\n"
     )
@@ -149,29 +160,29 @@ def test_produce_then_consume(run, fake):
     assert (code, out) == (0, "a\t4\n")
 
 
-def test_produce_plain_lines_to_a_partition_with_compression(run, fake):
-    fake.call(fake.cluster.create_topic, "t", 3)
+def test_produce_plain_lines_to_a_partition_with_compression(run, runner):
+    runner.call(runner.cluster.create_topic, "t", 3)
     code, out, _ = run("produce", "t", "--partition", "2", "--compression", "zstd",
                        "--acks", "all", "--linger-ms", "5",
                        stdin=b"x\r\n\ny\nlast-without-newline")  # fmt: skip
     assert (code, out) == (0, "")
-    values = fake.call(fake.cluster.values, TopicPartition("t", 2))
+    values = runner.call(runner.cluster.values, TopicPartition("t", 2))
     assert values == [b"x", b"", b"y", b"last-without-newline"]
     code, out, _ = run("consume", "t", "--from-beginning", "--max-messages", "4",
                        "--timeout-ms", "10000")  # fmt: skip
     assert out == "x\n\ny\nlast-without-newline\n"
 
 
-def test_consume_without_from_beginning_starts_at_the_end(run, fake):
-    fake.call(fake.cluster.create_topic, "t", 1)
-    fake.call(fake.cluster.append, TopicPartition("t", 0), b"old")
+def test_consume_without_from_beginning_starts_at_the_end(run, runner):
+    runner.call(runner.cluster.create_topic, "t", 1)
+    runner.call(runner.cluster.append, TopicPartition("t", 0), b"old")
     code, out, err = run("consume", "t", "--timeout-ms", "200")
     assert (code, out, err.strip()) == (0, "", "Processed a total of 0 messages")
 
 
-def test_a_failed_record_makes_produce_exit_1_with_the_reason(run, fake):
-    fake.call(fake.cluster.create_topic, "t", 1)
-    fake.call(fake.cluster.fail, ApiKey.PRODUCE, ErrorCode.RECORD_LIST_TOO_LARGE)
+def test_a_failed_record_makes_produce_exit_1_with_the_reason(run, runner):
+    runner.call(runner.cluster.create_topic, "t", 1)
+    runner.call(runner.cluster.fail, ApiKey.PRODUCE, ErrorCode.RECORD_LIST_TOO_LARGE)
     code, _, err = run("produce", "t", stdin=b"one\n")
     assert code == 1
     summary, error = err.strip().splitlines()
@@ -223,25 +234,32 @@ def test_bad_flags_are_one_line(run):
 # --- leaders and reassignments --------------------------------------------------------------
 
 
-def test_elect_preferred_leaders(run, fake):
-    fake.call(fake.cluster.create_topic, "t", 2, 2)
-    fake.call(fake.cluster.move_leader, TopicPartition("t", 0), 2)
+def test_elect_preferred_leaders(run, runner):
+    runner.call(runner.cluster.create_topic, "t", 2, 2)  # t-0 on [1, 2], t-1 on [2, 3]
+    # Broker 1 goes away and comes back in sync: broker 2 leads t-0, not its preferred 1.
+    runner.call(runner.cluster.stop_broker, 1)
+    runner.call(runner.cluster.start_broker, 1)
+    assert runner.call(runner.cluster.partition, TopicPartition("t", 0)).leader == 2
     code, out, _ = run("leaders", "elect-preferred", "--topic", "t")
     assert code == 0
     assert out.splitlines() == [
         "Successfully completed leader election (PREFERRED) for partitions t-0",
         "Valid replica already elected for partitions t-1",
     ]
-    fake.call(fake.cluster.move_leader, TopicPartition("t", 0), 2)
-    fake.call(fake.cluster.stop_broker, 1)
-    code, out, err = run("leaders", "elect-preferred")
+    runner.call(runner.cluster.stop_broker, 1)  # t-0's leader moves to broker 2 again
+    # t-0's preferred replica is down: the broker waits the timeout for the election.
+    code, out, err = run("leaders", "elect-preferred", "--timeout-ms", "500")
     assert code == 1
     assert "Error completing leader election (PREFERRED) for partition: t-0" in out
     assert one_error_line(err) == "error: leader election failed for 1 partition(s)"
 
 
-def test_reassign_from_a_plan_and_verify(run, fake, tmp_path):
-    fake.call(fake.cluster.create_topic, "t", 2, 2)
+def test_reassign_from_a_plan_and_verify(run, runner, tmp_path):
+    runner.call(runner.cluster.create_topic, "t", 2, 2)  # t-0 on [1, 2]
+    # t-0's leader (broker 1) refuses the followers' fetches: the move cannot finish yet.
+    runner.call(runner.cluster.fail, ApiKey.FETCH, ErrorCode.REPLICA_NOT_AVAILABLE,
+                tp=TopicPartition("t", 0), broker=1, times=float("inf"),
+                inter_broker=True)  # fmt: skip
     plan = tmp_path / "plan.json"
     moves = [{"topic": "t", "partition": 0, "replicas": [3, 1]}]
     plan.write_text(json.dumps({"partitions": moves}))
@@ -251,7 +269,8 @@ def test_reassign_from_a_plan_and_verify(run, fake, tmp_path):
                                               str(plan))[1]  # fmt: skip
     listing = run("partitions", "reassign", "--verify")[1]
     assert listing.startswith("Reassignment of partition t-0 is in progress: replicas 3,1,2")
-    fake.call(fake.cluster.complete_reassignments)
+    runner.call(runner.cluster.clear_faults)  # broker 3 catches up: the move finishes
+    runner.call(runner.cluster.wait_for_reassignments)
     assert "t-0 is complete." in run("partitions", "reassign", "--verify", "--plan", str(plan))[1]
     idle = run("partitions", "reassign", "--verify")[1]
     assert idle == "No partition reassignments in progress.\n"
@@ -290,14 +309,14 @@ def cli(*argv: str, stdin: str = "") -> subprocess.CompletedProcess:
     )
 
 
-def test_the_installed_command_never_prints_a_traceback(fake):
+def test_the_installed_command_never_prints_a_traceback(runner):
     dead = dead_address()
     result = cli("--bootstrap-server", dead, "consume", "t")
     assert result.returncode == 1 and result.stderr.startswith("error: cannot reach any broker")
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
     result = cli("produce", "t", "--acks", "7")
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
-    fake.call(fake.cluster.create_topic, "t", 1)
-    result = cli("produce", "t", "--bootstrap-server", fake.cluster.bootstrap, stdin="a\nb\n")
+    runner.call(runner.cluster.create_topic, "t", 1)
+    result = cli("produce", "t", "--bootstrap-server", runner.cluster.bootstrap, stdin="a\nb\n")
     assert result.returncode == 0, result.stderr
-    assert fake.call(fake.cluster.values, TopicPartition("t", 0)) == [b"a", b"b"]
+    assert runner.call(runner.cluster.values, TopicPartition("t", 0)) == [b"a", b"b"]

@@ -1,4 +1,5 @@
-"""The consumer against in-memory fake brokers, with Trio's MockClock where time matters.
+"""The consumer against an in-process cluster of real brokers (tests/support/cluster.py)
+on the in-memory network, with Trio's MockClock where time matters.
 
 Assign/seek/poll, long polls that return as soon as data arrives, the reset policies,
 leader moves and fenced epochs mid-stream, and records below the position skipped.
@@ -20,17 +21,17 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
-from tests.support.fake_broker import FakeCluster, open_fake_cluster
+from tests.support.cluster import TestCluster, open_test_cluster
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
 
 
-def fill(cluster: FakeCluster, tp: TopicPartition, count: int, per_batch: int = 1) -> None:
+async def fill(cluster: TestCluster, tp: TopicPartition, count: int, per_batch: int = 1) -> None:
     """Append `count` records "0", "1", ... in batches of `per_batch`."""
     for start in range(0, count, per_batch):
         values = [str(i).encode() for i in range(start, min(count, start + per_batch))]
-        cluster.append(tp, *values)
+        await cluster.append(tp, *values)
 
 
 async def poll_until(consumer, count: int, timeout_s: float = 30) -> list:
@@ -42,10 +43,12 @@ async def poll_until(consumer, count: int, timeout_s: float = 30) -> list:
 
 
 async def test_assign_poll_and_seek(autojump_clock):
-    async with open_fake_cluster(topics={"t": 2}) as cluster:
-        fill(cluster, T0, 10, per_batch=3)
-        fill(cluster, T1, 5)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+    async with open_test_cluster(topics={"t": 2}) as cluster:
+        await fill(cluster, T0, 10, per_batch=3)
+        await fill(cluster, T1, 5)
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="earliest"
+        ) as consumer:
             consumer.assign([T0, T1])
             records = await poll_until(consumer, 15)
             by_partition = {
@@ -62,9 +65,9 @@ async def test_assign_poll_and_seek(autojump_clock):
 
 
 async def test_records_below_the_position_are_skipped(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 10, per_batch=10)  # one batch holding offsets 0..9
-        async with open_consumer(cluster.bootstrap) as consumer:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 10, per_batch=10)  # one batch holding offsets 0..9
+        async with open_consumer(cluster.bootstrap, connector=cluster.connector()) as consumer:
             consumer.assign([T0])
             consumer.seek(T0, 7)
             records = await poll_until(consumer, 3)
@@ -74,10 +77,13 @@ async def test_records_below_the_position_are_skipped(autojump_clock):
 
 
 async def test_max_poll_records_caps_each_poll(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 25, per_batch=25)
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 25, per_batch=25)
         async with open_consumer(
-            cluster.bootstrap, auto_offset_reset="earliest", max_poll_records=10
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            auto_offset_reset="earliest",
+            max_poll_records=10,
         ) as consumer:
             consumer.assign([T0])
             sizes = []
@@ -89,16 +95,19 @@ async def test_max_poll_records_caps_each_poll(autojump_clock):
 
 
 async def test_a_long_poll_returns_as_soon_as_data_arrives(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         async with open_consumer(
-            cluster.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=5_000
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=5_000,
         ) as consumer:
             consumer.assign([T0])
             assert await consumer.poll(100) == []
 
             async def append_later() -> None:
                 await trio.sleep(2)
-                cluster.append(T0, b"late")
+                await cluster.append(T0, b"late")
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(append_later)
@@ -110,8 +119,8 @@ async def test_a_long_poll_returns_as_soon_as_data_arrives(autojump_clock):
 
 
 async def test_poll_times_out_empty(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_consumer(cluster.bootstrap) as consumer:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_consumer(cluster.bootstrap, connector=cluster.connector()) as consumer:
             consumer.assign([T0])
             start = trio.current_time()
             assert await consumer.poll(3_000) == []
@@ -122,21 +131,25 @@ async def test_poll_times_out_empty(autojump_clock):
 
 
 async def test_latest_starts_after_existing_records(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 5)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="latest") as consumer:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 5)
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="latest"
+        ) as consumer:
             consumer.assign([T0])
             assert await consumer.position(T0) == 5
-            cluster.append(T0, b"new")
+            await cluster.append(T0, b"new")
             records = await poll_until(consumer, 1)
     assert [(r.offset, r.value) for r in records] == [(5, b"new")]
 
 
 async def test_earliest_resets_an_out_of_range_position(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 10)
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 10)
         cluster.delete_records(T0, 6)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="earliest"
+        ) as consumer:
             consumer.assign([T0])
             consumer.seek(T0, 2)  # below the log start now
             records = await poll_until(consumer, 4)
@@ -144,9 +157,11 @@ async def test_earliest_resets_an_out_of_range_position(autojump_clock):
 
 
 async def test_latest_resets_a_position_past_the_end(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 3)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="latest") as consumer:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 3)
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="latest"
+        ) as consumer:
             consumer.assign([T0])
             consumer.seek(T0, 100)
             assert await consumer.poll(500) == []
@@ -154,9 +169,11 @@ async def test_latest_resets_a_position_past_the_end(autojump_clock):
 
 
 async def test_reset_none_needs_a_seek_and_raises_out_of_range(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 3)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="none") as consumer:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 3)
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="none"
+        ) as consumer:
             consumer.assign([T0])
             with pytest.raises(NoOffsetForPartitionError, match="t-0"):
                 await consumer.poll(100)
@@ -169,10 +186,10 @@ async def test_reset_none_needs_a_seek_and_raises_out_of_range(autojump_clock):
 
 
 async def test_seek_to_beginning_and_end_and_offset_lookups(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 8)
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 8)
         cluster.delete_records(T0, 2)
-        async with open_consumer(cluster.bootstrap) as consumer:
+        async with open_consumer(cluster.bootstrap, connector=cluster.connector()) as consumer:
             consumer.assign([T0])
             consumer.seek_to_beginning()
             assert await consumer.position(T0) == 2
@@ -189,18 +206,21 @@ async def test_seek_to_beginning_and_end_and_offset_lookups(autojump_clock):
 
 
 async def test_leader_move_mid_stream_loses_and_repeats_nothing(autojump_clock):
-    async with open_fake_cluster(2, topics={"t": 1}) as cluster:
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+    async with open_test_cluster(2) as cluster:
+        await cluster.create_topic("t", 1, replication_factor=2)  # the moves keep the data
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="earliest"
+        ) as consumer:
             consumer.assign([T0])
             seen: list[int] = []
 
             async def produce() -> None:
                 for i in range(60):
-                    cluster.append(T0, str(i).encode())
+                    await cluster.append(T0, str(i).encode())
                     if i == 25:
-                        cluster.move_leader(T0, 2)
+                        await cluster.move_leader(T0, 2)
                     if i == 45:
-                        cluster.move_leader(T0, 1)
+                        await cluster.move_leader(T0, 1)
                     await trio.sleep(0.05)
 
             async with trio.open_nursery() as nursery:
@@ -211,35 +231,45 @@ async def test_leader_move_mid_stream_loses_and_repeats_nothing(autojump_clock):
 
 
 async def test_fenced_epoch_refreshes_metadata_and_carries_on(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 3)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+    async with open_test_cluster(2, topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 3)
+        old_epoch = cluster.partition(T0).leader_epoch
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="earliest"
+        ) as consumer:
             consumer.assign([T0])
             assert len(await poll_until(consumer, 3)) == 3
-            cluster.move_leader(T0, 1)  # same leader, new epoch: our epoch is now fenced
-            cluster.append(T0, b"after")
+            # Same leader, new epoch (a reassignment bumps it): our epoch is now fenced.
+            await cluster.reassign(T0, [1, 2])
+            new_epoch = cluster.partition(T0).leader_epoch
+            assert cluster.partition(T0).leader == 1 and new_epoch > old_epoch
+            await cluster.append(T0, b"after")
             records = await poll_until(consumer, 1)
-            assert [(r.offset, r.leader_epoch) for r in records] == [(3, 1)]
+            assert [(r.offset, r.leader_epoch) for r in records] == [(3, new_epoch)]
     epochs = [
         r.topics[0].partitions[0].current_leader_epoch for r in cluster.requests_of(m.FetchRequest)
     ]
-    assert 0 in epochs and epochs[-1] == 1
+    assert old_epoch in epochs and epochs[-1] == new_epoch
 
 
 async def test_a_dropped_fetch_connection_is_retried(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 4)
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 4)
         cluster.drop(ApiKey.FETCH, times=2)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="earliest"
+        ) as consumer:
             consumer.assign([T0])
             assert [r.value for r in await poll_until(consumer, 4)] == [b"0", b"1", b"2", b"3"]
 
 
 async def test_an_unexpected_partition_error_is_raised_from_poll(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        fill(cluster, T0, 2)
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 2)
         cluster.fail(ApiKey.FETCH, ErrorCode.TOPIC_AUTHORIZATION_FAILED, tp=T0)
-        async with open_consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), auto_offset_reset="earliest"
+        ) as consumer:
             consumer.assign([T0])
             with pytest.raises(TributaryError) as failure:
                 await poll_until(consumer, 1)
@@ -248,8 +278,8 @@ async def test_an_unexpected_partition_error_is_raised_from_poll(autojump_clock)
 
 
 async def test_poll_needs_an_assignment(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_consumer(cluster.bootstrap) as consumer:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_consumer(cluster.bootstrap, connector=cluster.connector()) as consumer:
             with pytest.raises(ConsumerStateError, match="assign"):
                 await consumer.poll(10)
             with pytest.raises(ConsumerStateError, match="not assigned"):

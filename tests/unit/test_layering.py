@@ -73,8 +73,6 @@ def test_the_check_sees_imports_in_functions_and_relative_ones(tmp_path):
 def test_every_top_level_package_is_layered():
     """A new top-level package must be placed in the layering above."""
     found = {
-        p.name
-        for p in ROOT.iterdir()
-        if (p / "__init__.py").is_file() and p.name not in ("tests",)
+        p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name not in ("tests",)
     }
     assert found == set(PACKAGES)

@@ -1,9 +1,9 @@
 """A broker's `GET /metrics`, scraped over HTTP as Prometheus would and parsed with
 prometheus_client's own parser, after real produce and fetch traffic.
 
-The broker is the in-process harness broker (leader of `t-0`, no ZooKeeper) serving real
-loopback TCP with the same request observer the server installs, so request counts and
-latency histograms are fed exactly as in production.
+The broker is a real `BrokerServer` in process (`tests.unit.broker_harness`: leader of
+`t-0`, with the real controller) serving real loopback TCP and its own metrics endpoint,
+so request counts and latency histograms are fed exactly as in production.
 """
 
 from __future__ import annotations
@@ -14,29 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from client.connection import open_connection
 from client.protocol import messages as m
 from client.protocol.records import Record, build_batch
-from server_common.metrics_http import serve_metrics
-from server_common.network import serve_connection
 from tests.unit.broker_harness import TOPIC, running_broker
+
+WITH_METRICS = {"metrics.port": "0"}
 
 RECORDS_PER_BATCH = 4
 BATCHES = 3
-
-
-async def serve_with_metrics(server, nursery) -> int:
-    """Loopback TCP for the broker, with the request observer the real server installs."""
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-
-    async def handle(stream) -> None:
-        await serve_connection(
-            stream,
-            server.handlers.handle,
-            max_frame_bytes=server.config["socket.request.max.bytes"],
-            max_queued=server.config["queued.max.requests.per.connection"],
-            observe=server.request_observer,
-        )
-
-    nursery.start_soon(trio.serve_listeners, handle, listeners)
-    return listeners[0].socket.getsockname()[1]
 
 
 async def http_get(port: int, path: str) -> tuple[int, dict[str, str], str]:
@@ -109,13 +92,11 @@ def value(samples, name: str, **labels) -> float:
     raise AssertionError(f"no sample {name}{labels} in {samples}")
 
 
-async def test_metrics_endpoint_serves_prometheus_text_after_traffic(tmp_path):
-    async with running_broker(tmp_path) as (server, nursery):
-        broker_port = await serve_with_metrics(server, nursery)
-        metrics_port = await nursery.start(serve_metrics, server.metrics, "127.0.0.1", 0)
-        await produce_and_fetch(broker_port)
+async def test_metrics_endpoint_serves_prometheus_text_after_traffic():
+    async with running_broker(transport="tcp", settings=WITH_METRICS) as (broker, _):
+        await produce_and_fetch(broker.port)
 
-        status, headers, body = await http_get(metrics_port, "/metrics")
+        status, headers, body = await http_get(broker.server.metrics_port, "/metrics")
         assert status == 200
         assert headers["content-type"].startswith("text/plain")
         assert int(headers["content-length"]) == len(body.encode())
@@ -167,9 +148,9 @@ async def test_metrics_endpoint_serves_prometheus_text_after_traffic(tmp_path):
         assert value(requests, "tributary_requests_total", request="Produce") == BATCHES
 
 
-async def test_metrics_endpoint_answers_other_paths_and_garbage_without_dying(tmp_path):
-    async with running_broker(tmp_path) as (server, nursery):
-        port = await nursery.start(serve_metrics, server.metrics, "127.0.0.1", 0)
+async def test_metrics_endpoint_answers_other_paths_and_garbage_without_dying():
+    async with running_broker(transport="tcp", settings=WITH_METRICS) as (broker, _):
+        port = broker.server.metrics_port
         status, _, _ = await http_get(port, "/nope")
         assert status == 404
         stream = await trio.open_tcp_stream("127.0.0.1", port)

@@ -1,4 +1,5 @@
-"""The producer against in-memory fake brokers, with Trio's MockClock where time matters.
+"""The producer against an in-process cluster of real brokers (tests/support/cluster.py)
+on the in-memory network, with Trio's MockClock where time matters.
 
 Batching (size and linger), partitioning (keys, sticky keyless), retries that keep the
 order after a leader moves or errors are injected, delivery timeouts, acks=0,
@@ -29,12 +30,12 @@ from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.records import Codec, iter_batches
 from client.protocol.types import TopicPartition
-from tests.support.fake_broker import FakeCluster, open_fake_cluster
+from tests.support.cluster import TestCluster, open_test_cluster
 
 T0 = TopicPartition("t", 0)
 
 
-def batch_sizes(cluster: FakeCluster, tp: TopicPartition = T0) -> list[int]:
+def batch_sizes(cluster: TestCluster, tp: TopicPartition = T0) -> list[int]:
     """Record counts of each batch of `tp` in each Produce request, in arrival order."""
     sizes = []
     for request in cluster.requests_of(m.ProduceRequest):
@@ -49,9 +50,11 @@ def batch_sizes(cluster: FakeCluster, tp: TopicPartition = T0) -> list[int]:
 
 
 async def test_full_batches_go_out_at_once_and_the_rest_lingers(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         # 100-byte values cost 116 bytes each: 8 fit in a 1000-byte batch.
-        async with open_producer(cluster.bootstrap, batch_size=1000, linger_ms=60_000) as p:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), batch_size=1000, linger_ms=60_000
+        ) as p:
             start = trio.current_time()
             handles = [await p.send("t", b"x" * 100) for _ in range(30)]
             await handles[23]
@@ -64,8 +67,10 @@ async def test_full_batches_go_out_at_once_and_the_rest_lingers(autojump_clock):
 
 
 async def test_records_sent_within_linger_share_one_request(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(cluster.bootstrap, linger_ms=100) as p:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), linger_ms=100
+        ) as p:
             start = trio.current_time()
             first = await p.send("t", b"a")
             await trio.sleep(0.05)
@@ -79,8 +84,10 @@ async def test_records_sent_within_linger_share_one_request(autojump_clock):
 
 
 async def test_flush_sends_lingering_records_now(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(cluster.bootstrap, linger_ms=10_000) as p:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), linger_ms=10_000
+        ) as p:
             start = trio.current_time()
             handle = await p.send("t", b"v")
             await p.flush()
@@ -92,8 +99,10 @@ async def test_flush_sends_lingering_records_now(autojump_clock):
 
 
 async def test_a_key_always_goes_to_its_hash_partition(autojump_clock):
-    async with open_fake_cluster(topics={"t": 4}) as cluster:
-        async with open_producer(cluster.bootstrap, linger_ms=5) as p:
+    async with open_test_cluster(topics={"t": 4}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), linger_ms=5
+        ) as p:
             sent = [
                 (key, await p.send("t", f"{key}-{i}", key=key))
                 for i in range(5)
@@ -108,8 +117,10 @@ async def test_a_key_always_goes_to_its_hash_partition(autojump_clock):
 
 
 async def test_keyless_records_stick_to_a_partition_until_its_batch_is_sent(autojump_clock):
-    async with open_fake_cluster(topics={"t": 4}) as cluster:
-        async with open_producer(cluster.bootstrap, linger_ms=10_000) as p:
+    async with open_test_cluster(topics={"t": 4}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), linger_ms=10_000
+        ) as p:
             first = [await p.send("t", b"a") for _ in range(20)]
             await p.flush()
             second = [await p.send("t", b"b") for _ in range(20)]
@@ -121,8 +132,8 @@ async def test_keyless_records_stick_to_a_partition_until_its_batch_is_sent(auto
 
 
 async def test_explicit_partition_and_headers_and_timestamp_are_kept(autojump_clock):
-    async with open_fake_cluster(topics={"t": 3}) as cluster:
-        async with open_producer(cluster.bootstrap) as p:
+    async with open_test_cluster(topics={"t": 3}) as cluster:
+        async with open_producer(cluster.bootstrap, connector=cluster.connector()) as p:
             handle = await p.send(
                 "t", b"v", key=b"k", partition=2, headers=[("h", b"1")], timestamp_ms=1234
             )
@@ -140,14 +151,17 @@ async def test_explicit_partition_and_headers_and_timestamp_are_kept(autojump_cl
 
 
 async def test_leader_move_loses_nothing_and_keeps_the_order(autojump_clock):
-    async with open_fake_cluster(2, topics={"t": 2}) as cluster:
+    async with open_test_cluster(2) as cluster:
+        await cluster.create_topic("t", 2, replication_factor=2)  # the move keeps the data
         assert cluster.partition(T0).leader == 1
-        async with open_producer(cluster.bootstrap, linger_ms=1, batch_size=400) as p:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), linger_ms=1, batch_size=400
+        ) as p:
             handles = []
             for i in range(200):
                 handles.append(await p.send("t", str(i), partition=i % 2))
                 if i == 60:
-                    cluster.move_leader(T0, 2)  # broker 1 now answers NOT_LEADER_OR_FOLLOWER
+                    await cluster.move_leader(T0, 2)  # broker 1: NOT_LEADER_OR_FOLLOWER
                 if i % 10 == 0:
                     await trio.sleep(0.002)
     for partition in range(2):
@@ -195,7 +209,8 @@ def test_retried_batches_are_never_overtaken(faults, linger, batch_size):
     order the records were sent."""
 
     async def scenario() -> None:
-        async with open_fake_cluster(2, topics={"t": 3}) as cluster:
+        async with open_test_cluster(2) as cluster:
+            await cluster.create_topic("t", 3, replication_factor=2)  # moves keep the data
             moves = {}
             for kind, a, b in faults:
                 if kind == "error":
@@ -205,14 +220,18 @@ def test_retried_batches_are_never_overtaken(faults, linger, batch_size):
                 else:
                     moves[a] = b
             async with open_producer(
-                cluster.bootstrap, linger_ms=linger, batch_size=batch_size, retry_backoff_ms=10
+                cluster.bootstrap,
+                connector=cluster.connector(),
+                linger_ms=linger,
+                batch_size=batch_size,
+                retry_backoff_ms=10,
             ) as p:
                 handles = []
                 for i in range(60):
                     handles.append(await p.send("t", str(i), partition=i % 3))
                     if i in moves:
                         tp = TopicPartition("t", moves[i])
-                        cluster.move_leader(tp, 3 - cluster.partition(tp).leader)
+                        await cluster.move_leader(tp, 3 - cluster.partition(tp).leader)
                     if i % 7 == 0:
                         await trio.sleep(0.001)
             for i, handle in enumerate(handles):
@@ -227,9 +246,9 @@ def test_retried_batches_are_never_overtaken(faults, linger, batch_size):
 
 
 async def test_a_non_retriable_error_fails_only_that_batch(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         cluster.fail(ApiKey.PRODUCE, ErrorCode.RECORD_LIST_TOO_LARGE, tp=T0)
-        async with open_producer(cluster.bootstrap) as p:
+        async with open_producer(cluster.bootstrap, connector=cluster.connector()) as p:
             doomed = await p.send("t", b"first")
             await p.flush()
             fine = await p.send("t", b"second")
@@ -241,18 +260,21 @@ async def test_a_non_retriable_error_fails_only_that_batch(autojump_clock):
 
 
 async def test_a_dropped_connection_is_retried(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         cluster.drop(ApiKey.PRODUCE)  # before appending: the retry is the only copy
-        async with open_producer(cluster.bootstrap) as p:
+        async with open_producer(cluster.bootstrap, connector=cluster.connector()) as p:
             assert (await (await p.send("t", b"v"))).offset == 0
     assert cluster.values(T0) == [b"v"]
 
 
 async def test_records_expire_after_the_delivery_timeout(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         cluster.fail(ApiKey.PRODUCE, ErrorCode.NOT_ENOUGH_REPLICAS, tp=T0, times=float("inf"))
         async with open_producer(
-            cluster.bootstrap, delivery_timeout_ms=5_000, request_timeout_ms=1_000
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            delivery_timeout_ms=5_000,
+            request_timeout_ms=1_000,
         ) as p:
             start = trio.current_time()
             handle = await p.send("t", b"v")
@@ -264,13 +286,16 @@ async def test_records_expire_after_the_delivery_timeout(autojump_clock):
 
 
 async def test_records_for_a_leaderless_partition_expire(autojump_clock):
-    async with open_fake_cluster(2, topics={"t": 1}) as cluster:
+    async with open_test_cluster(2, topics={"t": 1}) as cluster:
         async with open_producer(
-            cluster.bootstrap, delivery_timeout_ms=3_000, request_timeout_ms=1_000
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            delivery_timeout_ms=3_000,
+            request_timeout_ms=1_000,
         ) as p:
             await p.send("t", b"warm-up")
             await p.flush()
-            cluster.stop_broker(1)  # the partition's leader: now none
+            await cluster.stop_broker(1)  # the partition's only replica: now no leader
             start = trio.current_time()
             with pytest.raises(DeliveryTimeoutError):
                 await (await p.send("t", b"v"))
@@ -281,8 +306,8 @@ async def test_records_for_a_leaderless_partition_expire(autojump_clock):
 
 
 async def test_acks_zero_gives_offset_minus_one(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(cluster.bootstrap, acks=0) as p:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(cluster.bootstrap, connector=cluster.connector(), acks=0) as p:
             handles = [await p.send("t", str(i)) for i in range(5)]
             await p.flush()
             assert [h.result().offset for h in handles] == [-1] * 5
@@ -292,8 +317,8 @@ async def test_acks_zero_gives_offset_minus_one(autojump_clock):
 
 
 async def test_acks_all_is_sent_as_minus_one(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(cluster.bootstrap, acks="all") as p:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(cluster.bootstrap, connector=cluster.connector(), acks="all") as p:
             assert (await (await p.send("t", b"v"))).offset == 0
     assert [r.acks for r in cluster.requests_of(m.ProduceRequest)] == [-1]
 
@@ -304,20 +329,24 @@ async def test_acks_all_is_sent_as_minus_one(autojump_clock):
 )
 async def test_compressed_batches_round_trip(autojump_clock, name, codec):
     values = [f"value {i} ".encode() * 20 for i in range(50)]
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(cluster.bootstrap, compression_type=name, linger_ms=5) as p:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), compression_type=name, linger_ms=5
+        ) as p:
             for value in values:
                 await p.send("t", value, key=b"k")
     assert cluster.values(T0) == values
-    batches = cluster.partition(T0).batches
-    assert all(header.codec is codec for b in batches for _, header in iter_batches(b))
+    batches = cluster.batches(T0)
+    assert batches and all(header.codec is codec for b in batches for _, header in iter_batches(b))
 
 
 async def test_send_waits_while_the_buffer_is_full(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         cluster.delay(ApiKey.PRODUCE, 5, times=float("inf"))
         # Each record costs 116 bytes of buffer: about 17 fit in 2000 bytes.
-        async with open_producer(cluster.bootstrap, buffer_memory=2_000) as p:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), buffer_memory=2_000
+        ) as p:
             start = trio.current_time()
             handles = [await p.send("t", b"x" * 100) for _ in range(40)]
             assert trio.current_time() - start >= 5  # had to wait for acks to free memory
@@ -326,9 +355,11 @@ async def test_send_waits_while_the_buffer_is_full(autojump_clock):
 
 
 async def test_send_gives_up_when_the_buffer_stays_full(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         cluster.delay(ApiKey.PRODUCE, 10, times=float("inf"))
-        async with open_producer(cluster.bootstrap, buffer_memory=500, max_block_ms=1_000) as p:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), buffer_memory=500, max_block_ms=1_000
+        ) as p:
             for _ in range(4):
                 await p.send("t", b"x" * 100)
             with pytest.raises(ProducerTimeoutError, match="buffer memory"):
@@ -336,9 +367,13 @@ async def test_send_gives_up_when_the_buffer_stays_full(autojump_clock):
 
 
 async def test_in_flight_requests_per_broker_are_capped(autojump_clock):
-    async with open_fake_cluster(topics={"t": 8}) as cluster:
+    async with open_test_cluster(topics={"t": 8}) as cluster:
         cluster.delay(ApiKey.PRODUCE, 1, times=float("inf"))
-        async with open_producer(cluster.bootstrap, max_in_flight_requests_per_connection=2) as p:
+        async with open_producer(
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            max_in_flight_requests_per_connection=2,
+        ) as p:
             for partition in range(8):
                 await p.send("t", b"v", partition=partition)
                 await trio.sleep(0.01)
@@ -352,8 +387,10 @@ async def test_in_flight_requests_per_broker_are_capped(autojump_clock):
 
 
 async def test_unknown_topic_and_bad_partition_and_big_record_raise(autojump_clock):
-    async with open_fake_cluster(topics={"t": 2}) as cluster:
-        async with open_producer(cluster.bootstrap, max_request_size=1_000) as p:
+    async with open_test_cluster(topics={"t": 2}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), max_request_size=1_000
+        ) as p:
             with pytest.raises(UnknownTopicError, match="topic 'nope' does not exist"):
                 await p.send("nope", b"v")
             with pytest.raises(InvalidPartitionError, match="partition 5"):
@@ -365,16 +402,18 @@ async def test_unknown_topic_and_bad_partition_and_big_record_raise(autojump_clo
 
 
 async def test_no_reachable_broker_fails_at_once(autojump_clock):
-    async with open_fake_cluster() as cluster:
-        cluster.stop_broker(1)
+    async with open_test_cluster() as cluster:
+        await cluster.stop_broker(1)
         with pytest.raises(NoBrokersAvailableError, match="cannot reach any broker at"):
-            async with open_producer(cluster.bootstrap):
+            async with open_producer(cluster.bootstrap, connector=cluster.connector()):
                 pass  # pragma: no cover
 
 
 async def test_closing_flushes_and_then_refuses_records(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(cluster.bootstrap, linger_ms=60_000) as p:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), linger_ms=60_000
+        ) as p:
             handle = await p.send("t", b"v")
         assert (await handle).offset == 0
         with pytest.raises(ProducerClosedError):
@@ -382,9 +421,11 @@ async def test_closing_flushes_and_then_refuses_records(autojump_clock):
 
 
 async def test_an_error_in_the_block_fails_unsent_records(autojump_clock):
-    async with open_fake_cluster(topics={"t": 1}) as cluster:
+    async with open_test_cluster(topics={"t": 1}) as cluster:
         with pytest.raises(RuntimeError, match="boom"):
-            async with open_producer(cluster.bootstrap, linger_ms=60_000) as p:
+            async with open_producer(
+                cluster.bootstrap, connector=cluster.connector(), linger_ms=60_000
+            ) as p:
                 handle = await p.send("t", b"v")
                 raise RuntimeError("boom")
         with pytest.raises(ProducerClosedError):

@@ -1,4 +1,5 @@
-"""The synchronous facades (client/sync.py) against a fake cluster in another thread."""
+"""The synchronous facades (client/sync.py) against an in-process cluster of real brokers
+serving TCP from another thread (tests/support/cluster.py's ClusterThread)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,22 @@ from client.metadata import NoBrokersAvailableError, UnknownTopicError
 from client.producer import RecordMetadata
 from client.protocol.types import TopicPartition
 from client.sync import SyncAdmin, SyncConsumer, SyncProducer
-from tests.support.fake_broker import FakeClusterThread
+from tests.support.cluster import ClusterThread
 
 
 @pytest.fixture
-def fake():
-    runner = FakeClusterThread(2)
+def runner():
+    runner = ClusterThread(2)
     with runner:
         yield runner
 
 
-def test_admin_producer_consumer_round_trip(fake):
-    cluster = fake.cluster
+def test_admin_producer_consumer_round_trip(runner):
+    cluster = runner.cluster
     with SyncAdmin(cluster.bootstrap) as admin:
         admin.create_topic("t", 2, 2)
         assert admin.list_topics() == ["t"]
-        assert admin.describe_cluster().controller_id == 1
+        assert admin.describe_cluster().controller_id == cluster.controller_id
 
     with SyncProducer(cluster.bootstrap, linger_ms=2, acks="all") as producer:
         handles = [producer.send("t", f"v{i}", key=f"k{i % 3}") for i in range(30)]
@@ -54,15 +55,15 @@ def test_admin_producer_consumer_round_trip(fake):
         assert consumer.poll(2_000)[0].offset == 1
 
 
-def test_closing_flushes_and_later_calls_fail(fake):
-    fake.call(fake.cluster.create_topic, "t", 1)
-    producer = SyncProducer(fake.cluster.bootstrap, linger_ms=60_000)
+def test_closing_flushes_and_later_calls_fail(runner):
+    runner.call(runner.cluster.create_topic, "t", 1)
+    producer = SyncProducer(runner.cluster.bootstrap, linger_ms=60_000)
     handle = producer.send("t", b"v")
     producer.close()  # flushes: no waiting for the 60 s linger
     assert handle.get(timeout=1).offset == 0
     with pytest.raises(RuntimeError, match="closed"):
         producer.send("t", b"late")
-    assert fake.call(fake.cluster.values, ("t", 0)) == [b"v"]
+    assert runner.call(runner.cluster.values, ("t", 0)) == [b"v"]
 
 
 def test_an_unreachable_cluster_raises_from_the_constructor():

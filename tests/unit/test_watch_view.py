@@ -356,13 +356,11 @@ def test_snapshot_combines_zookeeper_state_with_broker_answers():
 
 # -- the shell, against real ZooKeeper and a real in-process broker -------------------------------
 @pytest.mark.integration
-async def test_snapshot_reader_reads_zookeeper_and_the_brokers_offsets(
-    tmp_path, zk_connect, kazoo_client
-):
-    from tests.unit.broker_harness import TOPIC, running_broker, serve_tcp
+async def test_snapshot_reader_reads_zookeeper_and_the_brokers_offsets(zk_connect, kazoo_client):
+    from tests.unit.broker_harness import TOPIC, running_broker
 
-    async with running_broker(tmp_path / "b1") as (server, nursery):
-        port = await serve_tcp(server, nursery)
+    async with running_broker(transport="tcp") as (broker, _):
+        port = broker.port
         async with open_connection("127.0.0.1", port) as conn:
             batch = build_batch([Record(key=None, value=b"x", timestamp_ms=0)] * 3)
             await conn.request(
