@@ -9,6 +9,8 @@
 - `report`: the HTML report and its plots; `session`: the SparkSession; `job`: the job
   (`tributary analytics`, `spark-submit spark/job.py`).
 
-Only `layout`, `decode` (and `schemas`, `datasource`) run on executors; nothing here
-is imported by the broker or the controller.
+Only `layout`, `decode` (and `schemas`, `datasource`) run on executors. It reads the
+wire format (`client.protocol.records`) and the log store's checkpoint files
+(`broker.core.log`); nothing here is imported by the broker or the controller, and only
+the `tributary analytics` command (`tools`) imports it.
 """

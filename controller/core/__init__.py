@@ -1,4 +1,5 @@
-"""The controller's decision core: pure, sans-IO (no trio, kazoo or sockets).
+"""The controller's decision core: pure, sans-IO (no trio, kazoo, sockets, clocks or
+threads; a test checks it).
 
 `context` holds the cluster picture, `election` the four leader election strategies,
 `decisions` / `shutdown` / `reassignment` / `rebalance` / `deletion` turn events into

@@ -1,1 +1,4 @@
-"""Test helpers shared by several test modules (fake brokers and the like)."""
+"""Test-only fakes and harnesses: an in-memory ZooKeeper (`memory_zk`) and network
+(`memory_network`), the in-process cluster of real brokers and controller (`cluster`)
+with its fault-injecting wrapper (`faults`), and a recording broker for controller tests
+(`recording_broker`). Nothing outside `tests/` imports them."""
