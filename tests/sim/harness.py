@@ -11,12 +11,19 @@ How it works: every broker is the real sans-IO core (`ReplicaManager` over a rea
   dropped when its link is cut (the sender then times out and backs off, as the real
   fetcher does).
 - `SimBroker.tick()` is one turn of the broker's shell: expire delayed operations, run
-  the ISR-shrink check when due, carry out ISR updates against the fake ZooKeeper, and
-  let each fetcher send its next request when it has none in flight.
-- `ControllerStandIn` plays the controller: initial states, elections on broker death
-  (first live ISR member in assignment order; unclean only if asked), ISR removal of dead
-  followers, LeaderAndIsr to live replicas, each change a new leader epoch written with a
-  conditional set.
+  the ISR-shrink check when due, carry out ISR updates against the fake ZooKeeper (and
+  notify the controller of them when the broker's throttle lets it), and let each
+  fetcher send its next request when it has none in flight.
+- `ControllerStandIn` is the controller's shell around the real `controller.core`: it
+  keeps a `ControllerContext` (live brokers, assignments, partition states; unclean
+  elections only if the cluster is built with `unclean=True`) and asks
+  `controller.core.decisions` what to write on partition creation, broker failure and
+  broker startup (a test's leader move is `election.elect_preferred` over an order that
+  puts the target first). Each `StateChange` (a new leader epoch) is written to the fake
+  ZooKeeper with a conditional set (a create for a new partition); on a version conflict
+  (a leader changed the ISR since the context last read it) it re-reads the znode and
+  decides again. Accepted changes go into the context and, as LeaderAndIsr, to the live
+  replicas. ISR change notifications re-read the notified partitions into the context.
 
 A broker `crash()` drops its core without any shutdown (no HW checkpoint, no flush;
 files stay as a killed process leaves them); `restart()` reopens the log dir. The
@@ -44,7 +51,13 @@ from broker.core.replica_manager import FetchedPartition, ReplicaManager, Replic
 from client.protocol.errors import ErrorCode
 from client.protocol.records import Record, build_batch, decode_batches
 from client.protocol.types import TopicPartition
-from server_common.zkdata import NO_LEADER, LeaderAndIsr
+from controller.core.context import BrokerInfo, ControllerContext
+from controller.core.decisions import on_broker_failure as decide_failure
+from controller.core.decisions import on_broker_startup as decide_startup
+from controller.core.decisions import on_new_partitions, repair_partitions
+from controller.core.election import elect_preferred
+from controller.core.state_change import Reason, StateChange, next_state
+from server_common.zkdata import LeaderAndIsr, TopicAssignment
 
 
 class FakeClock:
@@ -179,6 +192,7 @@ SIM_REPLICATION = ReplicationConfig(
 )
 SIM_LOG_CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, min_insync_replicas=1)
 FETCH_TIMEOUT_MS = 500
+MAX_WRITE_ROUNDS = 5  # a synchronous sim conflicts at most once per write
 HW_CHECKPOINT_INTERVAL_MS = 200
 
 
@@ -248,6 +262,9 @@ class SimBroker:
             rm.maybe_shrink_isrs(now)
             self._next_shrink_ms = now + self.cluster.replication.replica_lag_time_max_ms // 2
         self._apply_isr_updates()
+        changed = rm.maybe_propagate_isr_changes(now)
+        if changed:  # /isr_change_notification, and the controller's watch fires
+            self.cluster.controller.on_isr_change_notification(changed)
         if now >= self._next_checkpoint_ms:
             rm.checkpoint_high_watermarks()
             self._next_checkpoint_ms = now + self.cluster.hw_checkpoint_interval_ms
@@ -372,20 +389,119 @@ class SimBroker:
 
 
 class ControllerStandIn:
-    """Just enough of a controller: assignments, elections, LeaderAndIsr delivery."""
+    """The controller's shell around the real `controller.core`: a `ControllerContext`,
+    the core's decisions written to the fake ZooKeeper, LeaderAndIsr to live replicas."""
 
     def __init__(self, cluster: SimCluster, controller_epoch: int = 1):
         self.cluster = cluster
-        self.controller_epoch = controller_epoch
-        self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
-        self.unclean_elections = 0
+        self.ctx = ControllerContext(
+            controller_id=0,
+            epoch=controller_epoch,
+            epoch_zk_version=0,
+            default_unclean=cluster.unclean,
+        )
+        for broker_id, broker in cluster.brokers.items():
+            if broker.alive:
+                self._register(broker_id)
 
+    def partitions(self) -> list[TopicPartition]:
+        return self.ctx.all_partitions()
+
+    def _register(self, broker_id: int) -> None:
+        self.ctx.add_live_broker(BrokerInfo(broker_id, f"broker-{broker_id}", 9092))
+
+    # -- events ----------------------------------------------------------------------
     def create_partition(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
-        self.assignments[tp] = replicas
-        live = [r for r in replicas if self.cluster.brokers[r].alive]
-        state = LeaderAndIsr(live[0], 0, tuple(live), self.controller_epoch)
-        stored = self.cluster.zk.create(tp, state)
-        self.send_state(tp, stored, is_new=True)
+        """A new partition of `tp.topic` (the topic's other partitions keep their state)."""
+        ctx = self.ctx
+        known = ctx.topic_assignment(tp.topic).partitions if ctx.has_topic(tp.topic) else {}
+        states = {p: s for p, s in ctx.states.items() if p.topic == tp.topic}
+        config = ctx.topic_configs.get(tp.topic)
+        ctx.add_topic(TopicAssignment(tp.topic, {**known, tp.partition: replicas}), config)
+        ctx.states.update(states)
+        self._apply(on_new_partitions(ctx, [tp]), lambda tps: repair_partitions(ctx, tps))
+
+    def on_broker_failure(self, *dead: int) -> None:
+        """The brokers' registrations vanished (one BrokerChange event for all of them)."""
+        ctx = self.ctx
+        for broker_id in dead:
+            ctx.remove_live_broker(broker_id)
+        self._apply(decide_failure(ctx, dead), lambda tps: repair_partitions(ctx, tps))
+
+    def on_broker_startup(self, *started: int) -> None:
+        """The brokers registered: elections they make possible, then their current
+        state for every partition they host."""
+        ctx = self.ctx
+        for broker_id in started:
+            self._register(broker_id)
+        applied = self._apply(decide_startup(ctx, started), lambda tps: repair_partitions(ctx, tps))
+        changed = {c.tp for c in applied}
+        for tp in ctx.partitions_on_brokers(started):
+            if tp not in changed and tp in ctx.states:
+                for broker_id in started:
+                    self.send_state(tp, ctx.states[tp], only=broker_id)
+
+    def on_isr_change_notification(self, tps: list[TopicPartition]) -> None:
+        """A leader published ISR changes: re-read those state znodes into the context."""
+        self._refresh(tps)
+
+    def move_leader(self, tp: TopicPartition, target: int) -> bool:
+        """A preferred replica election over an order that puts `target` first: it leads
+        if it is alive, in the ISR and not leading already (the ISR stays). Decided on a
+        fresh read of the state, as the real preferred-election handler does."""
+        self._refresh([tp])
+
+        def decide(tps: list[TopicPartition]) -> list[StateChange]:
+            return [c for p in tps if (c := self._leadership_to(p, target)) is not None]
+
+        return bool(self._apply(decide([tp]), decide))
+
+    def _leadership_to(self, tp: TopicPartition, target: int) -> StateChange | None:
+        state = self.ctx.states[tp]
+        order = (target, *(r for r in self.ctx.replicas[tp] if r != target))
+        election = elect_preferred(order, state.isr, self.ctx.live_ids)
+        if election is None or election.leader == state.leader:
+            return None
+        new = next_state(
+            state, leader=election.leader, isr=election.isr, controller_epoch=self.ctx.epoch
+        )
+        return StateChange(tp, state, new, Reason.PREFERRED_ELECTION)
+
+    # -- ZooKeeper and LeaderAndIsr --------------------------------------------------
+    def _refresh(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            if tp in self.cluster.zk.states:
+                self.ctx.states[tp] = self.cluster.zk.get(tp)
+
+    def _apply(
+        self,
+        changes: list[StateChange],
+        redo: Callable[[list[TopicPartition]], list[StateChange]],
+    ) -> list[StateChange]:
+        """Write the changes (a create for a new partition, else a conditional set on the
+        version they were decided from); record the accepted ones in the context and send
+        them to the live replicas. A version conflict (a leader changed the ISR since the
+        context last read it) means: re-read those znodes and decide again with `redo`."""
+        zk = self.cluster.zk
+        applied: list[StateChange] = []
+        for _ in range(MAX_WRITE_ROUNDS):
+            conflicts = []
+            for change in changes:
+                try:
+                    stored = (zk.create if change.creates else zk.conditional_set)(
+                        change.tp, change.new
+                    )
+                except BadVersion:
+                    conflicts.append(change.tp)
+                    continue
+                state = self.ctx.apply(change, stored.zk_version)
+                self.send_state(change.tp, state, is_new=change.creates)
+                applied.append(change)
+            if not conflicts:
+                return applied
+            self._refresh(conflicts)
+            changes = redo(conflicts)
+        raise AssertionError(f"still conflicting after {MAX_WRITE_ROUNDS} rounds: {changes}")
 
     def send_state(
         self,
@@ -395,119 +511,22 @@ class ControllerStandIn:
         is_new: bool = False,
         only: int | None = None,
     ) -> None:
+        replicas = self.ctx.replicas[tp]
         update = PartitionStateUpdate(
             topic=tp.topic,
             partition=tp.partition,
-            controller_epoch=self.controller_epoch,
+            controller_epoch=self.ctx.epoch,
             leader=state.leader,
             leader_epoch=state.leader_epoch,
             isr=state.isr,
             zk_version=state.zk_version,
-            replicas=self.assignments[tp],
+            replicas=replicas,
             is_new=is_new,
         )
-        for r in self.assignments[tp]:
+        for r in replicas:
             broker = self.cluster.brokers[r]
             if broker.alive and (only is None or r == only):
-                broker.rm.become_leader_or_follower(
-                    self.cluster.clock(), self.controller_epoch, [update]
-                )
-
-    def _write(
-        self, tp: TopicPartition, change: Callable[[LeaderAndIsr], LeaderAndIsr | None]
-    ) -> None:
-        """Read-modify-write with a conditional set, retrying on a version conflict."""
-        zk = self.cluster.zk
-        while True:
-            current = zk.get(tp)
-            new = change(current)
-            if new is None:
-                return
-            try:
-                stored = zk.conditional_set(tp, new)
-            except BadVersion:
-                continue
-            self.send_state(tp, stored)
-            return
-
-    def on_broker_failure(self, dead: int) -> None:
-        for tp, replicas in self.assignments.items():
-            if dead not in replicas:
-                continue
-            self._write(tp, lambda s, tp=tp: self._without(tp, s, dead))
-
-    def _without(self, tp: TopicPartition, state: LeaderAndIsr, dead: int) -> LeaderAndIsr | None:
-        alive = {b for b, broker in self.cluster.brokers.items() if broker.alive}
-        if state.leader == dead or state.leader == NO_LEADER:
-            leader = self.elect(tp, state, alive)
-            if leader is None:
-                return LeaderAndIsr(
-                    NO_LEADER,
-                    state.leader_epoch + 1,
-                    state.isr,
-                    self.controller_epoch,
-                    state.zk_version,
-                )
-            isr = tuple(r for r in state.isr if r in alive) if leader in state.isr else (leader,)
-            return LeaderAndIsr(
-                leader, state.leader_epoch + 1, isr, self.controller_epoch, state.zk_version
-            )
-        if dead in state.isr and len(state.isr) > 1:
-            isr = tuple(r for r in state.isr if r != dead)
-            return LeaderAndIsr(
-                state.leader, state.leader_epoch + 1, isr, self.controller_epoch, state.zk_version
-            )
-        return None
-
-    def elect(self, tp: TopicPartition, state: LeaderAndIsr, alive: set[int]) -> int | None:
-        for r in self.assignments[tp]:
-            if r in alive and r in state.isr:
-                return r
-        if self.cluster.unclean:
-            for r in self.assignments[tp]:
-                if r in alive:
-                    self.unclean_elections += 1
-                    return r
-        return None
-
-    def on_broker_startup(self, broker_id: int) -> None:
-        alive = {b for b, broker in self.cluster.brokers.items() if broker.alive}
-        for tp, replicas in self.assignments.items():
-            if broker_id not in replicas:
-                continue
-            state = self.cluster.zk.get(tp)
-            if state.leader == NO_LEADER:
-                self._write(tp, lambda s, tp=tp: self._offline_election(tp, s, alive))
-            else:
-                self.send_state(tp, state, only=broker_id)
-
-    def _offline_election(self, tp, state, alive):
-        leader = self.elect(tp, state, alive)
-        if leader is None:
-            return None
-        isr = tuple(r for r in state.isr if r in alive) if leader in state.isr else (leader,)
-        return LeaderAndIsr(
-            leader, state.leader_epoch + 1, isr, self.controller_epoch, state.zk_version
-        )
-
-    def move_leader(self, tp: TopicPartition, target: int) -> bool:
-        """A preferred/controlled-style election to `target` if it is alive and in the ISR."""
-        state = self.cluster.zk.get(tp)
-        if (
-            target == state.leader
-            or target not in state.isr
-            or not self.cluster.brokers[target].alive
-        ):
-            return False
-        self._write(
-            tp,
-            lambda s: (
-                LeaderAndIsr(target, s.leader_epoch + 1, s.isr, self.controller_epoch, s.zk_version)
-                if target in s.isr
-                else None
-            ),
-        )
-        return True
+                broker.rm.become_leader_or_follower(self.cluster.clock(), self.ctx.epoch, [update])
 
 
 class SimCluster:
@@ -637,7 +656,9 @@ class SimCluster:
         self.controller.on_broker_startup(broker_id)
 
     def crash_together(self, *broker_ids: int) -> None:
-        """Several brokers die at once (a power cut) before the controller reacts."""
+        """Several brokers die at once (a power cut) before the controller reacts; their
+        sessions then expire one by one, in the order given (each failure is handled
+        while the controller still counts the later ones alive)."""
         for b in broker_ids:
             self.brokers[b].crash()
         for b in broker_ids:
@@ -649,9 +670,8 @@ class SimCluster:
         broker = self.brokers[broker_id]
         broker.crash()
         broker.start()
-        for tp in self.controller.assignments:
-            if broker_id in self.controller.assignments[tp]:
-                self.controller.send_state(tp, self.zk.get(tp), only=broker_id)
+        for tp in self.controller.ctx.partitions_on_brokers([broker_id]):
+            self.controller.send_state(tp, self.zk.get(tp), only=broker_id)
 
     # -- checks ---------------------------------------------------------------------------
     def live(self) -> list[SimBroker]:

@@ -17,7 +17,7 @@ class InvariantTracker:
         self.leader_hw: dict[tuple, int] = {}  # (tp, leader, epoch) -> highest HW seen
 
     def check(self) -> None:
-        for tp in self.cluster.controller.assignments:
+        for tp in self.cluster.controller.partitions():
             self._hw_within_isr(tp)
             self._hw_monotonic(tp)
             self._no_divergence_below_hw(tp)

@@ -1,11 +1,16 @@
 """Hypothesis drives the simulated cluster with produces, stalls, link cuts, crashes and
 leader moves; the replication invariants must hold after every step, and after healing
-every acknowledged write must be on every replica."""
+every acknowledged write must be on every replica. Fixed scenarios check the
+controller's side: leader moves go only to live ISR members, a decision taken on a stale
+ISR is redone after ZooKeeper's version conflict, and an unclean election happens only
+when enabled and is counted."""
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -17,7 +22,7 @@ from hypothesis.stateful import (
 )
 
 from client.protocol.types import TopicPartition
-from tests.sim.harness import SimCluster
+from tests.sim.harness import SIM_REPLICATION, SimCluster
 from tests.sim.invariants import InvariantTracker
 
 PARTITIONS = [TopicPartition("t", 0), TopicPartition("t", 1)]
@@ -164,3 +169,77 @@ TestReplication.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+
+def test_a_decision_on_a_stale_isr_is_redone_after_the_version_conflict(tmp_path):
+    """The leader drops a lagging follower from the ISR and dies before the controller
+    hears of it: the election decided on the old ISR (the laggard, first in assignment
+    order) must not be written; the conflict makes the controller re-read and decide
+    again."""
+    never = 10**12  # the leader never publishes its ISR changes to the controller
+    unannounced = replace(
+        SIM_REPLICATION,
+        isr_change_propagation_blackout_ms=never,
+        isr_change_propagation_interval_ms=never,
+    )
+    cluster = SimCluster(tmp_path, BROKERS, max_delay_ms=0, replication=unannounced)
+    tp = PARTITIONS[0]
+    cluster.create_partition(tp, (1, 2, 3))
+    tracker = InvariantTracker(cluster)
+    cluster.brokers[2].stalled = True
+    cluster.produce(tp, b"only on 1 and 3")
+    assert cluster.run_until(lambda: len(cluster.history.acked) == 1, 5_000)
+    assert cluster.zk.get(tp).isr == (1, 3)
+    assert cluster.controller.ctx.states[tp].isr == (1, 2, 3)  # the controller's stale view
+    cluster.crash(1)
+    state = cluster.zk.get(tp)
+    assert (state.leader, state.isr) == (3, (3,))
+    assert cluster.controller.ctx.states[tp] == state
+    tracker.check()
+
+
+def test_move_leader_goes_only_to_a_live_isr_member(tmp_path):
+    """The rule `move_leader` drives: a preferred-style election to the target, refused
+    for a replica outside the ISR, for a dead one and for the current leader; the ISR
+    stays as it is and the leader epoch goes up."""
+    cluster = SimCluster(tmp_path, BROKERS, max_delay_ms=0)
+    tp = PARTITIONS[0]
+    cluster.create_partition(tp, (1, 2, 3))
+    cluster.brokers[3].stalled = True
+    cluster.produce(tp, b"not on 3")
+    assert cluster.run_until(lambda: len(cluster.history.acked) == 1, 5_000)
+    before = cluster.zk.get(tp)
+    assert (before.leader, before.isr) == (1, (1, 2))
+    assert not cluster.controller.move_leader(tp, 3)  # out of the ISR
+    assert not cluster.controller.move_leader(tp, 1)  # leads already
+    assert cluster.zk.get(tp) == before
+    assert cluster.controller.move_leader(tp, 2)
+    after = cluster.zk.get(tp)
+    assert (after.leader, after.isr, after.leader_epoch) == (2, (1, 2), before.leader_epoch + 1)
+    cluster.run_for(200)
+    cluster.crash(1)
+    assert not cluster.controller.move_leader(tp, 1)  # dead
+    InvariantTracker(cluster).check()
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_an_unclean_election_only_when_enabled_and_counted(tmp_path, unclean):
+    """The only live replica left the ISR: without unclean election the partition goes
+    offline; with it, that replica leads, the controller counts it, and the acked write
+    it never fetched is gone."""
+    cluster = SimCluster(tmp_path, (1, 2), max_delay_ms=0, unclean=unclean)
+    tp = PARTITIONS[0]
+    cluster.create_partition(tp, (1, 2))
+    cluster.brokers[2].stalled = True
+    cluster.produce(tp, b"only on 1")
+    assert cluster.run_until(lambda: len(cluster.history.acked) == 1, 5_000)
+    assert cluster.zk.get(tp).isr == (1,)
+    cluster.crash(1)
+    state = cluster.zk.get(tp)
+    if not unclean:
+        assert (state.leader, state.isr) == (-1, (1,))
+        assert cluster.controller.ctx.stats.unclean_leader_elections == 0
+        return
+    assert (state.leader, state.isr) == (2, (2,))
+    assert cluster.controller.ctx.stats.unclean_leader_elections == 1
+    assert cluster.brokers[2].read_all(tp) == []

@@ -2,13 +2,15 @@
 
 Rules: leader appends (1-3 batches of random records, random codecs, sometimes a new
 leader epoch), reads at random offsets / max_bytes / upper bounds, truncation, explicit
-rolls, retention by bytes and by time (with an advancing fake clock), moving the log start
-offset, flushes, clean reopens, and crashes: the open files are dropped unflushed, the
-last segment is cut at a random byte after the recovery point, and the log is reopened
-with the last recovery point. The model is then cut back to the last whole batch that
+rolls, retention by bytes and by time (with an advancing fake clock; limits often right at
+a segment boundary; sometimes bounded by a high watermark), moving the log start offset,
+flushes, clean reopens, and crashes: the open files are dropped unflushed, the last
+segment is cut at a random byte after the recovery point, and the log is reopened with
+the last recovery point. The model is then cut back to the last whole batch that
 survived. Small segments and index intervals make rolls and sparse indexes happen all the
 time. Every step checks offsets, segment layout, the leader-epoch cache, the recovery
-point, and that reading the whole log gives exactly the model's bytes.
+point, and that reading the whole log gives exactly the model's bytes. The model states
+retention its own way (see "Retention" below), not by replaying the log's loop.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from itertools import takewhile
+from operator import and_
 from pathlib import Path
 
 import pytest
@@ -85,6 +89,12 @@ batches_st = st.lists(
 )
 
 
+def around(values: list[int]) -> st.SearchStrategy[int]:
+    """One of `values` or a neighbour (never below 0): limits right at a boundary."""
+    near = {v + d for v in values for d in (-1, 0, 1) if v + d >= 0}
+    return st.sampled_from(sorted(near or {0}))
+
+
 class LogMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -128,22 +138,52 @@ class LogMachine(RuleBasedStateMachine):
         if self.segments[-1].base != self.leo:
             self.segments.append(ModelSegment(self.leo))
 
-    def model_delete_while(self, predicate) -> int:
-        count = 0
-        for index, segment in enumerate(self.segments):
-            following = self.segments[index + 1] if index + 1 < len(self.segments) else None
-            if following is None and segment.size == 0:
-                break
-            if not predicate(segment, following):
-                break
-            count += 1
-        if count == 0:
-            return 0
-        if count == len(self.segments):
-            self.model_roll()
-        del self.segments[:count]
-        self.model_advance_log_start(self.segments[0].base)
-        return count
+    # Retention (Kafka's rule, stated on the model's segments). It removes whole segments,
+    # oldest first: a segment stays if it is not "doomed" by the rule at hand, and so does
+    # every newer one. Besides the rule, a segment may only go if it holds data (an empty
+    # active segment stays) and, when the caller gives a high watermark, if all of its
+    # offsets are below it. A non-empty active segment may go: the log then goes on in a
+    # new empty segment at the LEO. The log start offset becomes the first kept segment's
+    # base. `delete_old_segments` applies retention.ms, then retention.bytes, then drops
+    # the segments wholly below the log start offset.
+
+    def segment_ends(self) -> list[int]:
+        """Each segment's end (exclusive): the next segment's base, or the LEO."""
+        return [s.base for s in self.segments[1:]] + [self.leo]
+
+    def model_retain(self, doomed: list[bool], high_watermark: int | None) -> int:
+        """Drop the oldest segments while they are doomed and may go; how many went."""
+        may_go = [
+            bool(segment.batches) and (high_watermark is None or end <= high_watermark)
+            for segment, end in zip(self.segments, self.segment_ends(), strict=True)
+        ]
+        gone = len(list(takewhile(bool, map(and_, doomed, may_go))))
+        if gone:
+            self.segments = self.segments[gone:] or [ModelSegment(self.leo)]
+            self.model_advance_log_start(self.segments[0].base)
+        return gone
+
+    def model_retention_by_bytes(self, limit: int, high_watermark: int | None) -> int:
+        """retention.bytes: a segment is doomed if the log still holds at least `limit`
+        bytes without it and every older segment."""
+        sizes = [s.size for s in self.segments]
+        doomed = [sum(sizes[i + 1 :]) >= limit for i in range(len(sizes))]
+        return self.model_retain(doomed, high_watermark)
+
+    def model_retention_by_time(self, retention_ms: int, high_watermark: int | None) -> int:
+        """retention.ms: a segment is doomed if its newest timestamp is more than
+        `retention_ms` old."""
+        doomed = [
+            bool(s.batches) and self.now - max(b.max_ts for b in s.batches) > retention_ms
+            for s in self.segments
+        ]
+        return self.model_retain(doomed, high_watermark)
+
+    def model_below_log_start(self, high_watermark: int | None) -> int:
+        """Segments that end at or below the log start offset (never the active one)."""
+        ends = self.segment_ends()
+        doomed = [end <= self.log_start for end in ends[:-1]] + [False]
+        return self.model_retain(doomed, high_watermark)
 
     def model_advance_log_start(self, offset: int) -> None:
         if offset > self.log_start:
@@ -178,6 +218,21 @@ class LogMachine(RuleBasedStateMachine):
         """Dense indexes, sparse ones, and none at all (every lookup scans the segment)."""
         self.base_config = self.config = CONFIG.merged(index_interval_bytes=interval)
         self.log.update_config(self.config)
+
+    @initialize(
+        segments=st.lists(
+            st.tuples(batches_st, st.booleans(), st.just(0) | st.integers(0, SEGMENT_MS)),
+            max_size=6,
+        )
+    )
+    def start_with_segments(self, segments):
+        """Begin with a few small segments (or none), written up to segment.ms apart or at
+        once (then a newer segment may hold older timestamps than an older one): retention
+        has segments to choose among from the first step."""
+        for batches, new_epoch, gap in segments:
+            self.append(batches, new_epoch)
+            self.roll()
+            self.now += gap
 
     @rule(batches=batches_st, new_epoch=st.booleans())
     def append(self, batches, new_epoch):
@@ -280,39 +335,40 @@ class LogMachine(RuleBasedStateMachine):
         self.log.roll(self.now)
         self.model_roll()
 
-    @rule(limit=st.integers(0, 4 * SEGMENT_BYTES))
-    def retention_by_bytes(self, limit):
+    # Retention limits are drawn at random or exactly at a segment boundary (and one
+    # either side), where an off-by-one keeps or deletes one segment too many.
+
+    def draw_high_watermark(self, data) -> int | None:
+        """None (no limit) or an offset between the log start and the LEO."""
+        ends = [end for end in self.segment_ends() if end >= self.log_start]
+        return data.draw(
+            st.none() | st.integers(self.log_start, self.leo) | st.sampled_from(ends),
+            label="high watermark",
+        )
+
+    @rule(data=st.data())
+    def retention_by_bytes(self, data):
+        sizes = [s.size for s in self.segments]
+        suffixes = [sum(sizes[i:]) for i in range(len(sizes))]
+        limit = data.draw(
+            st.integers(0, 4 * SEGMENT_BYTES) | around(suffixes), label="retention.bytes"
+        )
         self.config = self.base_config.merged(retention_bytes=limit)
         self.log.update_config(self.config)
-        excess = sum(s.size for s in self.segments) - limit
+        hw = self.draw_high_watermark(data)
+        expected = self.model_retention_by_bytes(limit, hw) + self.model_below_log_start(hw)
+        assert self.log.delete_old_segments(self.now, high_watermark=hw) == expected
 
-        def over(segment, _following):
-            nonlocal excess
-            if excess - segment.size >= 0:
-                excess -= segment.size
-                return True
-            return False
-
-        expected = self.model_delete_while(over)
-        expected += self.model_delete_while(
-            lambda _s, following: following is not None and following.base <= self.log_start
-        )
-        assert self.log.delete_old_segments(self.now) == expected
-
-    @rule(advance=st.integers(0, 10_000), retention_ms=st.integers(0, 10_000))
-    def retention_by_time(self, advance, retention_ms):
+    @rule(advance=st.integers(0, 10_000), data=st.data())
+    def retention_by_time(self, advance, data):
         self.now += advance
-        self.config = self.base_config.merged(retention_ms=retention_ms)
+        ages = [self.now - max(b.max_ts for b in s.batches) for s in self.segments if s.batches]
+        limit = data.draw(st.integers(0, 10_000) | around(ages), label="retention.ms")
+        self.config = self.base_config.merged(retention_ms=limit)
         self.log.update_config(self.config)
-
-        def expired(segment, _following):
-            return self.now - max(b.max_ts for b in segment.batches) > retention_ms
-
-        expected = self.model_delete_while(expired)
-        expected += self.model_delete_while(
-            lambda _s, following: following is not None and following.base <= self.log_start
-        )
-        assert self.log.delete_old_segments(self.now) == expected
+        hw = self.draw_high_watermark(data)
+        expected = self.model_retention_by_time(limit, hw) + self.model_below_log_start(hw)
+        assert self.log.delete_old_segments(self.now, high_watermark=hw) == expected
 
     @rule(advance=st.integers(0, 2_000))
     def tick(self, advance):
@@ -320,7 +376,12 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def increment_log_start(self, data):
-        offset = data.draw(st.integers(self.log_start, self.leo), label="log start")
+        # Often a segment's base: the segments before it are then wholly below the start.
+        bases = [s.base for s in self.segments if self.log_start <= s.base <= self.leo]
+        offset = data.draw(
+            st.integers(self.log_start, self.leo) | st.sampled_from(bases or [self.leo]),
+            label="log start",
+        )
         assert self.log.maybe_increment_log_start_offset(offset) == (offset > self.log_start)
         self.model_advance_log_start(offset)
 
