@@ -20,7 +20,7 @@ from client.protocol import messages as m
 from client.protocol.records import Record, build_batch
 from server_common import zkdata
 from tools.cli import main
-from tools.cluster.inspect import ClusterView, PartitionView
+from tools.cluster.inspect import ClusterView, PartitionView, read_cluster
 from tools.cluster.watch_view import (
     BROKER_DOWN,
     BROKER_NOT_ANSWERING,
@@ -412,6 +412,14 @@ async def test_snapshot_reader_reads_zookeeper_and_the_brokers_offsets(zk_connec
         line = row(text, TOPIC, 0)
         assert "1*:3/3" in line and "2:down" in line
         assert line.split()[-1] == "under-replicated"
+
+
+@pytest.mark.integration
+async def test_read_cluster_answers_synchronous_callers_inside_a_trio_run(zk_connect, kazoo_client):
+    """Benchmarks and chaos helpers call it from Trio tasks; it must not start a nested run."""
+    kazoo_client.create(zkdata.broker_path(3), registration(3).encode(), makepath=True)
+    view = read_cluster(zk_connect)
+    assert list(view.brokers) == [3] and view.controller_id is None
 
 
 def _closed_port() -> int:

@@ -8,14 +8,18 @@ of its own, for synchronous callers. Pure reading: nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import trio
 
 from server_common import zkdata
 from server_common.zk import KazooZooKeeper, ZooKeeper
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -107,13 +111,23 @@ async def read_cluster_view(zk: ZooKeeper) -> ClusterView:
 
 
 def read_cluster(connect: str, timeout_s: float = 10.0) -> ClusterView:
-    """`read_cluster_view` through a session of its own (synchronous: runs Trio itself)."""
+    """`read_cluster_view` through a session of its own, for synchronous callers."""
 
     async def read() -> ClusterView:
         async with zookeeper_session(connect, timeout_s) as zk:
             return await read_cluster_view(zk)
 
-    return trio.run(read)
+    return run_blocking(read)
+
+
+def run_blocking(async_fn: Callable[[], Awaitable[T]]) -> T:
+    """Run `async_fn` to completion and return its result, from synchronous code: in a
+    Trio run of its own, on a worker thread if this thread is already running Trio (the
+    caller then blocks its loop for that long, as any synchronous call does)."""
+    if not trio.lowlevel.in_trio_run():
+        return trio.run(async_fn)
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(trio.run, async_fn).result()
 
 
 @asynccontextmanager

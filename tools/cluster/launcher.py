@@ -298,7 +298,7 @@ class LocalCluster:
             time.sleep(0.1)
         import trio  # the ZooKeeper session only here: `tributary` starts faster without
 
-        from tools.cluster.inspect import read_cluster_view, zookeeper_session
+        from tools.cluster.inspect import read_cluster_view, run_blocking, zookeeper_session
 
         async def poll() -> None:
             async with zookeeper_session(state.zookeeper_connect, 10.0) as zk:
@@ -313,7 +313,7 @@ class LocalCluster:
                         raise LauncherError(f"cluster not ready after {timeout_s:.0f}s: {problem}")
                     await trio.sleep(0.2)
 
-        trio.run(poll)
+        run_blocking(poll)
 
     def _raise_if_died(self, watched: list[ProcessInfo]) -> None:
         for info in watched:
