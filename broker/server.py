@@ -51,7 +51,8 @@ from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, serve_connection
 from server_common.network import Handler as RequestHandler
 from server_common.server_main import call_on_termination
-from server_common.zk import KazooZooKeeper, ZooKeeper
+from server_common.zk import ZooKeeper
+from server_common.zk_kazoo import KazooZooKeeper
 
 log = logging.getLogger(__name__)
 

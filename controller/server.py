@@ -44,7 +44,8 @@ from server_common.jsonl import wall_clock_ms
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Transport
 from server_common.server_main import call_on_termination
-from server_common.zk import KazooZooKeeper, ZooKeeper, is_connected, is_lost
+from server_common.zk import ZooKeeper
+from server_common.zk_kazoo import KazooZooKeeper
 
 log = logging.getLogger(__name__)
 
@@ -161,9 +162,9 @@ class ControllerServer:
 
     async def _forward_session_events(self) -> None:
         async for event in self.zk.session_events:
-            if is_lost(event):
+            if event.lost:
                 self.queue.put(ev.SessionLost())
-            elif is_connected(event):
+            elif event.connected:
                 self.queue.put(ev.SessionConnected())
 
     # -- the event loop -------------------------------------------------------------------

@@ -4,8 +4,9 @@
   connection), `Reply` for answers that come later, error answers;
 - `metrics`, `metrics_http`: the metrics registry and its Prometheus endpoint;
 - `properties`: typed configuration in Kafka's style (properties files, overrides);
-- `zk`: the ZooKeeper seam (the only module that touches kazoo) and `zkdata`: the JSON
-  layout of every znode, as Kafka 2.x writes it;
+- `zk`: the ZooKeeper seam (an interface with its own errors and values),
+  `zk_kazoo`: its implementation on kazoo (the only module that imports kazoo), and
+  `zkdata`: the JSON layout of every znode, as Kafka 2.x writes it;
 - `server_main`, `logging_setup`: the edges of a server process (command line, logging,
   signals).
 

@@ -25,7 +25,7 @@ from controller.config import ControllerConfig
 from controller.server import ControllerServer
 from controller.zk_store import ZkStore
 from server_common import zkdata
-from server_common.zk import KazooZooKeeper
+from server_common.zk_kazoo import KazooZooKeeper
 from tests.support.recording_broker import RecordingBroker
 from tools.cluster.zookeeper import ZooKeeperServer
 

@@ -20,7 +20,7 @@ from client.protocol.types import TopicPartition
 from controller.config import ControllerConfig
 from controller.server import ControllerServer
 from server_common import zkdata
-from server_common.zk import KazooZooKeeper
+from server_common.zk_kazoo import KazooZooKeeper
 from tests.support.recording_broker import RecordingBroker
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,6 @@ import trio.testing
 
 from server_common.zk import (
     BadVersionError,
-    KazooZooKeeper,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -37,6 +36,7 @@ from server_common.zk import (
     ZnodeStat,
     ZooKeeper,
 )
+from server_common.zk_kazoo import KazooZooKeeper
 from tests.support.memory_zk import MemoryZooKeeper, MemoryZooKeeperServer
 
 WAIT_S = 5.0  # the longest a real ZooKeeper may take to answer or notify

@@ -63,6 +63,18 @@ def test_package_imports_only_what_lies_below_it(package):
     assert not problems, "\n".join(problems)
 
 
+def test_only_the_zookeeper_seam_imports_kazoo():
+    """Kazoo's types and errors stay behind `server_common.zk`: one module implements the
+    seam on kazoo, nothing else in the product imports it."""
+    users = sorted(
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for path in modules_of(package)
+        if any(name.split(".")[0] == "kazoo" for name in imported_modules(path))
+    )
+    assert users == ["server_common/zk_kazoo.py"]
+
+
 def test_the_check_sees_imports_in_functions_and_relative_ones(tmp_path):
     module = tmp_path / "client" / "probe.py"
     module.parent.mkdir()

@@ -17,7 +17,8 @@ from typing import TypeVar
 import trio
 
 from server_common import zkdata
-from server_common.zk import KazooZooKeeper, ZooKeeper
+from server_common.zk import ZooKeeper
+from server_common.zk_kazoo import KazooZooKeeper
 
 T = TypeVar("T")
 
