@@ -36,17 +36,17 @@ class Registration:
         self,
         gateway: BrokerZkGateway,
         identity: BrokerIdentity,
-        registration: Callable[[], zkdata.BrokerRegistration],
+        make_registration: Callable[[], zkdata.BrokerRegistration],
         events: Callable[[str, dict], None],
     ):
         self.gateway = gateway
         self.identity = identity
-        self._registration = registration
+        self._make_registration = make_registration
         self._events = events
 
     async def register(self) -> None:
         patience = self.gateway.session_timeout_s + REGISTRATION_GRACE_S
-        epoch = await self.gateway.register(self._registration(), patience)
+        epoch = await self.gateway.register(self._make_registration(), patience)
         self.identity.broker_epoch = epoch
         log.info("registered as broker %d (broker epoch %d)", self.identity.broker_id, epoch)
 

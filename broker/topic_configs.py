@@ -37,9 +37,6 @@ class TopicConfigs:
     def log_config_for(self, topic: str) -> LogConfig:
         return self._configs.get(topic, self.default)
 
-    def knows(self, topic: str) -> bool:
-        return topic in self._configs
-
     def set(self, topic: str, config: LogConfig) -> None:
         self._configs[topic] = config
         self.on_loaded(topic, config)
