@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import trio
 
+from client.connection import tcp_connector
 from client.protocol.codec import RequestHeader
 from client.protocol.connection import Answerable, ServerConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError
@@ -63,7 +64,7 @@ class TcpTransport:
         return Bound(listeners, listeners[0].socket.getsockname()[1])
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        return await trio.open_tcp_stream(host, port)  # trio sets TCP_NODELAY
+        return await tcp_connector(host, port)
 
 
 TCP = TcpTransport()
