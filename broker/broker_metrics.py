@@ -7,6 +7,7 @@ observer returned from `register_broker_metrics`.
 
 from __future__ import annotations
 
+from broker.core.group.coordinator import GroupCoordinator
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
 from client.protocol.api import ApiKey
@@ -15,9 +16,14 @@ from server_common.network import Observer
 
 
 def register_broker_metrics(
-    reg: MetricsRegistry, rm: ReplicaManager, metadata_cache: MetadataCache
+    reg: MetricsRegistry,
+    rm: ReplicaManager,
+    metadata_cache: MetadataCache,
+    groups: GroupCoordinator | None = None,
 ) -> Observer:
     stats = rm.stats
+    if groups is not None:
+        _register_group_metrics(reg, groups)
 
     reg.gauge(
         "under_replicated_partitions",
@@ -109,3 +115,34 @@ def register_broker_metrics(
             sent.inc(bytes_out, labels)
 
     return observe
+
+
+def _register_group_metrics(reg: MetricsRegistry, groups: GroupCoordinator) -> None:
+    reg.gauge(
+        "group_count",
+        "consumer groups this broker coordinates, per state (Kafka's NumGroups<State>)",
+        lambda: [({"state": state}, n) for state, n in groups.counts_by_state().items()],
+    )
+    reg.gauge(
+        "group_rebalances_total",
+        "generations completed by this coordinator (Kafka's rebalance rate, as a total)",
+        lambda: groups.stats.rebalances,
+    )
+    reg.gauge(
+        "group_offset_commits_total",
+        "partition offsets committed through this coordinator (OffsetCommits, as a total)",
+        lambda: groups.stats.commits,
+    )
+    reg.gauge(
+        "group_members_expired_total",
+        "members removed after their session timed out",
+        lambda: groups.stats.expired_members,
+    )
+    reg.gauge(
+        "purgatory_size_group",
+        "delayed joins and heartbeats waiting",
+        lambda: [
+            ({"delayed_operation": "Rebalance"}, groups.join_purgatory.pending),
+            ({"delayed_operation": "Heartbeat"}, groups.heartbeat_purgatory.pending),
+        ],
+    )

@@ -121,6 +121,78 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey(
             "metrics.snapshot.interval.ms", "int", 10_000, "JSON-lines metrics snapshot period"
         ),
+        # -- log cleaner (compaction) ---------------------------------------------------
+        ConfigKey("log.cleaner.enable", "bool", True, "run the log cleaner for compact topics"),
+        ConfigKey(
+            "log.cleaner.io.max.bytes.per.second",
+            "int",
+            LONG_MAX,
+            "cleaner read+write rate limit",
+            at_least(1),
+        ),
+        ConfigKey(
+            "log.cleaner.dedupe.buffer.size",
+            "int",
+            128 * 1024 * 1024,
+            "memory for the cleaner's key->offset map",
+            at_least(1024),
+        ),
+        ConfigKey("log.cleaner.backoff.ms", "int", 15_000, "sleep when nothing is cleanable"),
+        ConfigKey(
+            "log.cleaner.min.cleanable.ratio", "float", 0.5, "default min.cleanable.dirty.ratio"
+        ),
+        ConfigKey("log.cleaner.delete.retention.ms", "int", DAY_MS, "default delete.retention.ms"),
+        ConfigKey("log.cleaner.min.compaction.lag.ms", "int", 0, "default min.compaction.lag.ms"),
+        ConfigKey(
+            "log.cleanup.policy",
+            "str",
+            "delete",
+            "default cleanup.policy (delete, compact or compact,delete)",
+        ),
+        # -- group coordinator and __consumer_offsets ---------------------------------
+        ConfigKey(
+            "offsets.topic.num.partitions",
+            "int",
+            50,
+            "partitions of __consumer_offsets",
+            at_least(1),
+        ),
+        ConfigKey(
+            "offsets.topic.replication.factor",
+            "int",
+            3,
+            "RF of __consumer_offsets (capped at the live brokers)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "offsets.topic.segment.bytes",
+            "int",
+            100 * 1024 * 1024,
+            "its segment size",
+            at_least(14),
+        ),
+        ConfigKey("offsets.commit.timeout.ms", "int", 5000, "wait this long for a commit's acks"),
+        ConfigKey(
+            "offsets.retention.minutes",
+            "int",
+            7 * 24 * 60,
+            "keep an empty group's offsets this long",
+        ),
+        ConfigKey(
+            "offsets.retention.check.interval.ms", "int", 600_000, "how often to expire offsets"
+        ),
+        ConfigKey("offset.metadata.max.bytes", "int", 4096, "largest commit metadata string"),
+        ConfigKey("group.min.session.timeout.ms", "int", 6000, "smallest session timeout allowed"),
+        ConfigKey(
+            "group.max.session.timeout.ms", "int", 1_800_000, "largest session timeout allowed"
+        ),
+        ConfigKey(
+            "group.initial.rebalance.delay.ms",
+            "int",
+            3000,
+            "wait this long for more members when an empty group starts rebalancing",
+        ),
+        ConfigKey("group.max.size", "int", 2**31 - 1, "most members in one group", at_least(1)),
         ConfigKey("max.connections", "int", 1000, "concurrent client connections", at_least(1)),
         ConfigKey(
             "queued.max.requests.per.connection",
@@ -196,4 +268,8 @@ class BrokerConfig(PropertiesConfig):
             "message.timestamp.type": v["log.message.timestamp.type"],
             "min.insync.replicas": str(v["min.insync.replicas"]),
             "unclean.leader.election.enable": str(v["unclean.leader.election.enable"]).lower(),
+            "cleanup.policy": v["log.cleanup.policy"],
+            "delete.retention.ms": str(v["log.cleaner.delete.retention.ms"]),
+            "min.cleanable.dirty.ratio": str(v["log.cleaner.min.cleanable.ratio"]),
+            "min.compaction.lag.ms": str(v["log.cleaner.min.compaction.lag.ms"]),
         }

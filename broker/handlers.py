@@ -6,7 +6,8 @@ call the sans-IO core synchronously, before any `await`, so requests of one conn
 reach the core in the order they arrived; a response that has to wait comes back as a
 `Reply` the core's callback fills. Controller requests (LeaderAndIsr, UpdateMetadata,
 StopReplica) are fenced by controller epoch and broker epoch, then applied to the core.
-Admin requests that write ZooKeeper live in `broker/admin.py`.
+Admin requests that write ZooKeeper live in `broker/admin.py`; the group APIs in
+`broker/group_handlers.py`.
 
 The handlers see only what they use: the replica manager, the metadata cache (and
 `MetadataChanges` to announce updates), the broker's identity (epoch fencing, cluster
@@ -26,6 +27,7 @@ from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
 from broker.core.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from broker.core.partition import PartitionStateUpdate
 from broker.core.replica_manager import ReplicaManager
+from broker.group_handlers import GROUP_APIS, GroupHandlers
 from broker.metadata_changes import MetadataChanges
 from broker.registration import BrokerIdentity
 from broker.topic_configs import TopicConfigs
@@ -55,8 +57,10 @@ class RequestHandlers:
         metadata_changes: MetadataChanges,
         clock: Callable[[], int],
         log_dir: str,
+        groups: GroupHandlers | None = None,
     ):
         self.rm = replica_manager
+        self.groups = groups
         self.cache = metadata_cache
         self.identity = identity
         self.topic_configs = topic_configs
@@ -85,6 +89,8 @@ class RequestHandlers:
         """Serve one request that arrived through `listener` (None: any/unknown)."""
         if header.api_key == ApiKey.METADATA:
             return await self.metadata(request, listener)
+        if header.api_key in GROUP_APIS and self.groups is not None:
+            return await self.groups.handle(header, request, listener)
         handler = self._dispatch.get(header.api_key)
         if handler is None:
             return error_answer(

@@ -12,7 +12,9 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   served by `server_common.network.serve_connection`, one task per connection;
 - `FetcherManager` (fetcher.py): one fetcher task per leader this broker follows;
 - `BackgroundTasks` (background.py): ISR writes, ISR shrink and propagation, delayed
-  operation expiry, checkpoints, retention, flushes, metrics snapshots.
+  operation expiry, checkpoints, retention, flushes, metrics snapshots;
+- `GroupService` and `GroupHandlers` (group_service.py, group_handlers.py): the consumer
+  group coordinator for the `__consumer_offsets` partitions this broker leads.
 
 `run()` connects to ZooKeeper, opens the log directory, binds every listener (through a
 `Transport`: TCP, or an in-process test cluster's memory network), registers, starts the
@@ -39,6 +41,8 @@ from broker.core.log.manager import LogManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
 from broker.fetcher import FetcherContext, FetcherManager
+from broker.group_handlers import GroupHandlers
+from broker.group_service import GroupService, group_config
 from broker.handlers import RequestHandlers
 from broker.metadata_changes import MetadataChanges
 from broker.registration import BrokerIdentity, Registration
@@ -133,7 +137,7 @@ class BrokerServer:
             events=self.record_event,
             effects=self.background.emit_isr_update,
             wake_at=self.background.wake_at,
-            followers_changed=lambda: self.fetchers.reconcile(),
+            followers_changed=self._replicas_changed,
         )
         self.background.attach(self.replica_manager, self.log_manager)
         admin = AdminHandlers(
@@ -147,6 +151,16 @@ class BrokerServer:
             ),
             default_log_config=self.topic_configs.default,
         )
+        self.groups = GroupService(
+            group_config(self.config),
+            self.replica_manager,
+            self.gateway,
+            clock=self.now_ms,
+            events=self.record_event,
+            offsets_replication_factor=self.config["offsets.topic.replication.factor"],
+            offsets_segment_bytes=self.config["offsets.topic.segment.bytes"],
+            retention_check_s=self.config["offsets.retention.check.interval.ms"] / 1000,
+        )
         self.handlers = RequestHandlers(
             self.replica_manager,
             self.metadata_cache,
@@ -156,6 +170,9 @@ class BrokerServer:
             metadata_changes=self.metadata_changes,
             clock=self.now_ms,
             log_dir=str(log_dir),
+            groups=GroupHandlers(
+                self.groups, self.metadata_cache, broker_id=self.broker_id, clock=self.now_ms
+            ),
         )
         self.fetchers = FetcherManager(
             FetcherContext(
@@ -168,10 +185,18 @@ class BrokerServer:
             )
         )
         self.request_observer = register_broker_metrics(
-            self.metrics, self.replica_manager, self.metadata_cache
+            self.metrics, self.replica_manager, self.metadata_cache, self.groups.coordinator
         )
 
+    def _replicas_changed(self) -> None:
+        """After LeaderAndIsr/StopReplica: fetchers follow the new leaders, and the group
+        coordinator loads or unloads the offsets partitions it gained or lost."""
+        self.fetchers.reconcile()
+        self.groups.leadership_changed()
+
     def close_storage(self) -> None:
+        if getattr(self, "groups", None) is not None:
+            self.groups.shutdown()
         if self.replica_manager is not None:
             try:
                 self.replica_manager.shutdown(self.now_ms())
@@ -224,6 +249,7 @@ class BrokerServer:
                 serving = trio.CancelScope()
                 nursery.start_soon(self._serve, listeners, serving)
                 await nursery.start(self.fetchers.run)
+                await nursery.start(self.groups.run)
                 self.background.start_all(nursery)
                 nursery.start_soon(self.registration.keep_registered)
                 log.info(

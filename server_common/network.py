@@ -24,6 +24,7 @@ UNKNOWN_SERVER_ERROR for that request; nothing here can take the broker down.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -122,6 +123,18 @@ Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
 Observer = Callable[[int, float, int, int], None]  # api_key, seconds, bytes in, bytes out
 
 
+# The address of the client whose request is being handled ("host:port", "?" when the
+# transport has none): set per connection, read by handlers that record who asked
+# (the group coordinator's member hosts).
+CLIENT_ADDRESS: contextvars.ContextVar[str] = contextvars.ContextVar("client_address", default="?")
+
+
+def client_host() -> str:
+    """The host part of the current request's client address."""
+    address = CLIENT_ADDRESS.get()
+    return address.rsplit(":", 1)[0] if ":" in address else address
+
+
 async def serve_connection(
     stream: trio.SocketStream,
     handle: Handler,
@@ -131,6 +144,7 @@ async def serve_connection(
     observe: Observer | None = None,
 ) -> None:
     peer = _peer_name(stream)
+    CLIENT_ADDRESS.set(peer)
     protocol = ServerConnection(max_frame_bytes=max_frame_bytes)
     send_queue, receive_queue = trio.open_memory_channel(max_queued)
 

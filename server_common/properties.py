@@ -35,6 +35,10 @@ def _parse_int(text: str) -> int:
     return int(text.strip().replace("_", ""))
 
 
+def _parse_float(text: str) -> float:
+    return float(text.strip())
+
+
 def _parse_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -42,6 +46,7 @@ def _parse_list(text: str) -> list[str]:
 PARSERS: dict[str, Callable[[str], Any]] = {
     "int": _parse_int,
     "bool": _parse_bool,
+    "float": _parse_float,
     "str": lambda s: s.strip(),
     "list": _parse_list,
 }
@@ -63,9 +68,19 @@ class ConfigKey:
                 raise ConfigError(f"{self.name}: {exc}") from None
         else:
             value = raw
-            expected = {"int": int, "bool": bool, "str": str, "list": list}[self.type]
-            if not isinstance(value, expected) or (self.type == "int" and isinstance(value, bool)):
+            expected = {
+                "int": int,
+                "bool": bool,
+                "str": str,
+                "list": list,
+                "float": (int, float),
+            }[self.type]
+            if not isinstance(value, expected) or (
+                self.type in ("int", "float") and isinstance(value, bool)
+            ):
                 raise ConfigError(f"{self.name}: expected {self.type}, got {value!r}")
+        if self.type == "float":
+            value = float(value)
         if self.validator is not None and (problem := self.validator(value)) is not None:
             raise ConfigError(f"{self.name}: {problem}")
         return value

@@ -151,6 +151,7 @@ class ErrorCode(IntEnum):
         "The broker could not locate the producer metadata for this producer id.",
     )
     REASSIGNMENT_IN_PROGRESS = (60, False, "A partition reassignment is in progress.")
+    NON_EMPTY_GROUP = (68, False, "The group is not empty.")
     GROUP_ID_NOT_FOUND = (69, False, "The group id does not exist.")
     FENCED_LEADER_EPOCH = (
         74,
@@ -175,6 +176,12 @@ class ErrorCode(IntEnum):
     )
     PREFERRED_LEADER_NOT_AVAILABLE = (80, True, "The preferred leader was not available.")
     GROUP_MAX_SIZE_REACHED = (81, False, "The consumer group has reached its max size.")
+    FENCED_INSTANCE_ID = (
+        82,
+        False,
+        "The broker rejected this static consumer since another consumer with the same "
+        "group.instance.id has registered with a different member.id.",
+    )
     ELIGIBLE_LEADERS_NOT_AVAILABLE = (
         83,
         True,
@@ -182,6 +189,11 @@ class ErrorCode(IntEnum):
     )
     ELECTION_NOT_NEEDED = (84, True, "Leader election not needed for topic partition.")
     NO_REASSIGNMENT_IN_PROGRESS = (85, False, "No partition reassignment is in progress.")
+    INVALID_RECORD = (
+        87,
+        False,
+        "This record has failed the validation on broker and hence will be rejected.",
+    )
     THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
 
     @property

@@ -843,6 +843,7 @@ class OffsetCommitRequest:
     group_id: str
     generation_id: int = -1
     member_id: str = ""
+    group_instance_id: str | None = None
     topics: list[OffsetCommitTopic]
 
 
@@ -912,6 +913,7 @@ class DescribeGroupsRequest:
 @struct
 class DescribeGroupsResponseMember:
     member_id: str
+    group_instance_id: str | None = None
     client_id: str
     client_host: str
     member_metadata: bytes
@@ -926,6 +928,10 @@ class DescribeGroupsResponseGroup:
     protocol_type: str
     protocol_data: str
     members: list[DescribeGroupsResponseMember]
+    # Tributary's additions (not in Kafka's DescribeGroups): the generation and the
+    # coordinator's broker id, for `groups describe` and `cluster watch`.
+    generation_id: int = -1
+    coordinator_id: int = -1
 
 
 @struct
@@ -939,13 +945,14 @@ class DescribeGroupsResponse:
 
 @struct
 class ListGroupsRequest:
-    pass
+    states_filter: list[str] = empty_list()  # KIP-518: only groups in these states
 
 
 @struct
 class ListGroupsResponseGroup:
     group_id: str
     protocol_type: str
+    group_state: str = ""  # KIP-518
 
 
 @struct
@@ -953,6 +960,26 @@ class ListGroupsResponse:
     throttle_time_ms: int
     error_code: int
     groups: list[ListGroupsResponseGroup]
+
+
+# --- DeleteGroups (42) --------------------------------------------------------------------
+
+
+@struct
+class DeleteGroupsRequest:
+    groups_names: list[str]
+
+
+@struct
+class DeleteGroupsResponseResult:
+    group_id: str
+    error_code: int
+
+
+@struct
+class DeleteGroupsResponse:
+    throttle_time_ms: int
+    results: list[DeleteGroupsResponseResult]
 
 
 # --- the registry --------------------------------------------------------------------------
@@ -977,6 +1004,7 @@ REGISTRY = ApiRegistry(
         (ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse),
         (ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse),
         (ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse),
+        (ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse),
         (ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
         (ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse),
         (ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse),

@@ -1,0 +1,102 @@
+"""The group coordinator's delayed operations (Kafka's DelayedJoin, InitialDelayedJoin,
+DelayedHeartbeat), held in ordinary `Purgatory`s.
+
+How it works: each operation only knows how to ask the coordinator whether it may
+complete and what to do when it does; the coordinator owns every decision.
+
+- `DelayedJoin` (key: the group) waits for every member to rejoin, at most the group's
+  rebalance timeout, then the coordinator completes the join phase.
+- `InitialDelayedJoin` is the first rebalance of an empty group: it always waits
+  `group.initial.rebalance.delay.ms`, and again (up to the rebalance timeout) while new
+  members keep arriving, so a group starting with many consumers rebalances once.
+- `DelayedHeartbeat` (key: (group, member)) expires a member whose heartbeat did not come
+  within its session timeout; a heartbeat completes it and schedules the next one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.core.purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from broker.core.group.coordinator import GroupCoordinator
+    from broker.core.group.group import Group, Member
+
+
+class DelayedJoin(DelayedOperation):
+    __slots__ = ("coordinator", "group")
+
+    def __init__(self, coordinator: GroupCoordinator, group: Group, deadline_ms: int):
+        super().__init__(deadline_ms)
+        self.coordinator = coordinator
+        self.group = group
+
+    def try_complete(self, now_ms: int) -> bool:
+        return self.coordinator.can_complete_join(self.group)
+
+    def on_complete(self) -> None:
+        self.coordinator.on_complete_join(self.group, self.completed_ms)
+
+
+class InitialDelayedJoin(DelayedJoin):
+    __slots__ = ("delay_ms", "remaining_ms")
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        group: Group,
+        deadline_ms: int,
+        delay_ms: int,
+        remaining_ms: int,
+    ):
+        super().__init__(coordinator, group, deadline_ms)
+        self.delay_ms = delay_ms
+        self.remaining_ms = remaining_ms
+
+    def try_complete(self, now_ms: int) -> bool:
+        return False  # waits out its delay
+
+    def on_complete(self) -> None:
+        self.coordinator.on_initial_join_delay(self)
+
+
+class DelayedHeartbeat(DelayedOperation):
+    __slots__ = ("coordinator", "group", "member")
+
+    def __init__(
+        self, coordinator: GroupCoordinator, group: Group, member: Member, deadline_ms: int
+    ):
+        super().__init__(deadline_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.member = member
+
+    def try_complete(self, now_ms: int) -> bool:
+        return self.coordinator.heartbeat_satisfied(self.member)
+
+    def on_complete(self) -> None:
+        if self.expired:
+            self.coordinator.on_heartbeat_expired(self.group, self.member, self.completed_ms)
+
+
+class DelayedPendingMember(DelayedOperation):
+    """A KIP-394 pending member (given an id, not yet rejoined) forgotten after its
+    session timeout."""
+
+    __slots__ = ("coordinator", "group", "member_id")
+
+    def __init__(self, coordinator: GroupCoordinator, group: Group, member_id: str, deadline_ms):
+        super().__init__(deadline_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.member_id = member_id
+
+    def try_complete(self, now_ms: int) -> bool:
+        return self.member_id not in self.group.pending_members
+
+    def on_complete(self) -> None:
+        if self.expired:
+            self.coordinator.on_pending_member_expired(
+                self.group, self.member_id, self.completed_ms
+            )

@@ -1,0 +1,233 @@
+"""The group coordinator's Trio shell: loading, timers, writes and the offsets topic.
+
+How it works:
+- `GroupService` owns the sans-IO `GroupCoordinator` (broker/core/group/) and gives it
+  its one effect, `append`: an acks=all write to a `__consumer_offsets` partition through
+  the `ReplicaManager`, answered when the ISR has it (or with the error the coordinator
+  maps, e.g. NOT_COORDINATOR after a leader change).
+- `leadership_changed()` is called after every LeaderAndIsr and StopReplica: for each
+  offsets partition this broker now leads (at a new leader epoch) it starts a loader task
+  that reads the partition from its log start in bounded chunks, yielding between them,
+  and installs the groups; partitions it no longer leads are unloaded at once.
+- `reaper` expires the coordinator's delayed joins and heartbeats (woken early by the
+  purgatories' `wake_at`); `offsets_expirer` runs `offsets.retention.check.interval.ms`.
+- `ensure_offsets_topic()` creates `__consumer_offsets` on first use (FindCoordinator):
+  `offsets.topic.num.partitions` partitions, RF min(`offsets.topic.replication.factor`,
+  live brokers), compacted, written through ZooKeeper like any CreateTopics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from broker.core.assignment import AssignmentError, assign_replicas
+from broker.core.group.coordinator import GroupConfig, GroupCoordinator, GroupLoader, Records
+from broker.core.group.offsets_topic import OFFSETS_TOPIC
+from broker.core.replica_manager import ReplicaManager
+from broker.zk_gateway import BrokerZkGateway
+from client.protocol import records as rec
+from client.protocol.errors import ErrorCode
+from client.protocol.types import TopicPartition
+from server_common.zk import ZkError
+
+log = logging.getLogger(__name__)
+
+LOAD_CHUNK_BYTES = 1 << 20
+IDLE_REAPER_S = 3600.0
+
+
+def group_config(config) -> GroupConfig:
+    """The coordinator's settings from a BrokerConfig."""
+    return GroupConfig(
+        offsets_partitions=config["offsets.topic.num.partitions"],
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        max_size=config["group.max.size"],
+        commit_timeout_ms=config["offsets.commit.timeout.ms"],
+        metadata_max_bytes=config["offset.metadata.max.bytes"],
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+    )
+
+
+class GroupService:
+    def __init__(
+        self,
+        config: GroupConfig,
+        replica_manager: ReplicaManager,
+        gateway: BrokerZkGateway,
+        *,
+        clock: Callable[[], int],
+        events: Callable[[str, dict], None],
+        offsets_replication_factor: int,
+        offsets_segment_bytes: int,
+        retention_check_s: float,
+    ) -> None:
+        self.rm = replica_manager
+        self.gateway = gateway
+        self.now_ms = clock
+        self.replication_factor = offsets_replication_factor
+        self.segment_bytes = offsets_segment_bytes
+        self.retention_check_s = retention_check_s
+        self.coordinator = GroupCoordinator(
+            config, self._append, wake_at=self._wake_at, events=events
+        )
+        self._wakeup = trio.Event()
+        self._loaded_epochs: dict[int, int] = {}
+        self._nursery: trio.Nursery | None = None
+        self._creating = False
+
+    # -- the coordinator's effect --------------------------------------------------------
+    def _append(
+        self,
+        partition: int,
+        records: Records,
+        now_ms: int,
+        done: Callable[[ErrorCode], None],
+    ) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        batch = rec.build_batch(
+            rec.Record(key=key, value=value, timestamp_ms=now_ms) for key, value in records
+        )
+
+        def respond(results) -> None:
+            done(ErrorCode(results[tp].error_code))
+
+        self.rm.append_records(
+            now_ms,
+            acks=-1,
+            timeout_ms=self.coordinator.config.commit_timeout_ms,
+            entries={tp: batch},
+            respond=respond,
+        )
+
+    def _wake_at(self, deadline_ms: int) -> None:
+        self._wakeup.set()
+
+    # -- tasks ---------------------------------------------------------------------------
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._reaper)
+            nursery.start_soon(self._offsets_expirer)
+            task_status.started()
+            self.leadership_changed()
+
+    async def _reaper(self) -> None:
+        coordinator = self.coordinator
+        while True:
+            coordinator.expire_due(self.now_ms())
+            deadline = coordinator.next_deadline_ms()
+            self._wakeup = trio.Event()
+            delay = (
+                IDLE_REAPER_S if deadline is None else max(0.0, (deadline - self.now_ms()) / 1000)
+            )
+            with trio.move_on_after(delay):
+                await self._wakeup.wait()
+
+    async def _offsets_expirer(self) -> None:
+        while True:
+            await trio.sleep(self.retention_check_s)
+            expired = self.coordinator.expire_offsets(self.now_ms())
+            if expired:
+                log.info("expired %d committed offset(s)", expired)
+
+    def shutdown(self) -> None:
+        self.coordinator.shutdown(self.now_ms())
+
+    # -- leadership of the offsets partitions ------------------------------------------
+    def leadership_changed(self) -> None:
+        """Load the offsets partitions we newly lead; unload those we stopped leading."""
+        if self._nursery is None:
+            return
+        coordinator = self.coordinator
+        now = self.now_ms()
+        leading: dict[int, int] = {}
+        for tp, partition in self.rm.partitions.items():
+            if tp.topic == OFFSETS_TOPIC and partition.is_leader:
+                leading[tp.partition] = partition.leader_epoch
+        for p in list(self._loaded_epochs):
+            if p not in leading:
+                del self._loaded_epochs[p]
+                gone = coordinator.unload(p, now)
+                log.info("no longer coordinating offsets partition %d (%d group(s))", p, gone)
+        for p, epoch in leading.items():
+            if self._loaded_epochs.get(p) == epoch:
+                continue
+            self._loaded_epochs[p] = epoch
+            token = coordinator.begin_loading(p, now)
+            self._nursery.start_soon(self._load, p, token)
+
+    async def _load(self, p: int, token: int) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        loader = GroupLoader()
+        started = self.now_ms()
+        offset = None
+        while self.coordinator.is_loading(p, token):
+            partition = self.rm.get_partition(tp)
+            if partition is None or not partition.is_leader:
+                return  # leadership moved on; leadership_changed unloads
+            log_ = partition.log
+            if offset is None:
+                offset = log_.log_start_offset
+            end = log_.log_end_offset
+            if offset >= end:
+                break
+            try:
+                data = log_.read(offset, LOAD_CHUNK_BYTES, end).records
+            except Exception as exc:  # truncated or retention moved the start: restart later
+                log.warning("loading offsets partition %d at %d: %s", p, offset, exc)
+                offset = None
+                await trio.sleep(0.1)
+                continue
+            if not data:
+                break
+            for record in rec.decode_batches(data):
+                if record.offset >= offset:
+                    loader.add(record.key, record.value)
+                    offset = record.offset + 1
+            for _, header in rec.iter_batches(data):
+                offset = max(offset, header.next_offset)
+            await trio.sleep(0)
+        groups = self.coordinator.finish_loading(p, token, loader, self.now_ms())
+        if self.coordinator.is_loading(p, token) is False and p in self.coordinator.owned:
+            log.info(
+                "loaded offsets partition %d: %d group(s) in %d ms",
+                p,
+                groups,
+                self.now_ms() - started,
+            )
+
+    # -- the offsets topic ---------------------------------------------------------------
+    async def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` if it does not exist (one attempt at a time)."""
+        if self._creating:
+            return
+        self._creating = True
+        try:
+            if await self.gateway.topic_exists(OFFSETS_TOPIC):
+                return
+            live = sorted(await self.gateway.live_broker_ids())
+            if not live:
+                return
+            rf = min(self.replication_factor, len(live))
+            partitions = self.coordinator.config.offsets_partitions
+            assignment = assign_replicas(partitions, rf, live)
+            config = {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.segment_bytes),
+            }
+            if await self.gateway.create_topic(OFFSETS_TOPIC, assignment, config):
+                log.info(
+                    "created %s with %d partitions, replication factor %d",
+                    OFFSETS_TOPIC,
+                    partitions,
+                    rf,
+                )
+        except (ZkError, AssignmentError) as exc:
+            log.warning("could not create %s: %s", OFFSETS_TOPIC, exc)
+        finally:
+            self._creating = False
