@@ -16,6 +16,9 @@ TEST_BROKER_SETTINGS = {
     "isr.change.propagation.interval.ms": 2000,
     "controlled.shutdown.retry.backoff.ms": 500,
     "replica.fetch.backoff.ms": 200,
+    "offsets.topic.num.partitions": 3,
+    "group.initial.rebalance.delay.ms": 200,
+    "group.min.session.timeout.ms": 1000,
 }
 TEST_CONTROLLER_SETTINGS = {
     "zookeeper.session.timeout.ms": 4000,

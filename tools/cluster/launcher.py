@@ -42,6 +42,13 @@ LOCAL_BROKER_SETTINGS = {
     "metrics.snapshot.interval.ms": 2000,
     "log.segment.bytes": 16 * 1024 * 1024,
     "log.retention.check.interval.ms": 60000,
+    # Consumer groups: a small offsets topic, a short wait for the first rebalance, and
+    # sessions as short as 2 s allowed (Kafka: 50 partitions, 3 s, 6 s).
+    "offsets.topic.num.partitions": 6,
+    "offsets.topic.segment.bytes": 4 * 1024 * 1024,
+    "group.initial.rebalance.delay.ms": 500,
+    "group.min.session.timeout.ms": 2000,
+    "log.cleaner.backoff.ms": 5000,
 }
 LOCAL_CONTROLLER_SETTINGS = {
     "zookeeper.session.timeout.ms": 6000,
