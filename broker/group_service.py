@@ -6,7 +6,7 @@ How it works:
   the `ReplicaManager`, answered when the ISR has it (or with the error the coordinator
   maps, e.g. NOT_COORDINATOR after a leader change).
 - `leadership_changed()` is called after every LeaderAndIsr and StopReplica: for each
-  offsets partition this broker now leads (at a new leader epoch) it starts a loader task
+  offsets partition this broker has become leader of, it starts a loader task
   that reads the partition from its log start in bounded chunks, yielding between them,
   and installs the groups; partitions it no longer leads are unloaded at once.
 - `reaper` expires the coordinator's delayed joins and heartbeats (woken early by the
@@ -76,7 +76,7 @@ class GroupService:
             config, self._append, wake_at=self._wake_at, events=events
         )
         self._wakeup = trio.Event()
-        self._loaded_epochs: dict[int, int] = {}
+        self._leading: set[int] = set()  # offsets partitions we lead (loading or loaded)
         self._nursery: trio.Nursery | None = None
         self._creating = False
 
@@ -145,21 +145,20 @@ class GroupService:
             return
         coordinator = self.coordinator
         now = self.now_ms()
-        leading: dict[int, int] = {}
-        for tp, partition in self.rm.partitions.items():
-            if tp.topic == OFFSETS_TOPIC and partition.is_leader:
-                leading[tp.partition] = partition.leader_epoch
-        for p in list(self._loaded_epochs):
-            if p not in leading:
-                del self._loaded_epochs[p]
-                gone = coordinator.unload(p, now)
-                log.info("no longer coordinating offsets partition %d (%d group(s))", p, gone)
-        for p, epoch in leading.items():
-            if self._loaded_epochs.get(p) == epoch:
-                continue
-            self._loaded_epochs[p] = epoch
+        leading = {
+            tp.partition
+            for tp, partition in self.rm.partitions.items()
+            if tp.topic == OFFSETS_TOPIC and partition.is_leader
+        }
+        for p in sorted(self._leading - leading):
+            gone = coordinator.unload(p, now)
+            log.info("no longer coordinating offsets partition %d (%d group(s))", p, gone)
+        # As Kafka: a new leader epoch while we stay leader (an ISR change by the
+        # controller) is no reason to reload; only becoming leader is.
+        for p in sorted(leading - self._leading):
             token = coordinator.begin_loading(p, now)
             self._nursery.start_soon(self._load, p, token)
+        self._leading = leading
 
     async def _load(self, p: int, token: int) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, p)
@@ -193,7 +192,7 @@ class GroupService:
                 offset = max(offset, header.next_offset)
             await trio.sleep(0)
         groups = self.coordinator.finish_loading(p, token, loader, self.now_ms())
-        if self.coordinator.is_loading(p, token) is False and p in self.coordinator.owned:
+        if groups is not None:
             log.info(
                 "loaded offsets partition %d: %d group(s) in %d ms",
                 p,

@@ -194,10 +194,13 @@ class GroupCoordinator:
     def is_loading(self, partition: int, token: int) -> bool:
         return self.loading.get(partition) == token
 
-    def finish_loading(self, partition: int, token: int, loader: GroupLoader, now_ms: int) -> int:
-        """Install what `loader` read, if `partition` is still ours; returns the groups."""
+    def finish_loading(
+        self, partition: int, token: int, loader: GroupLoader, now_ms: int
+    ) -> int | None:
+        """Install what `loader` read; the number of groups, or None if `partition` was
+        unloaded (or reloaded) meanwhile and nothing was installed."""
         if self.loading.get(partition) != token:
-            return 0
+            return None
         del self.loading[partition]
         self.owned.add(partition)
         names = {g for g, offsets in loader.offsets.items() if offsets} | {
