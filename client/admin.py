@@ -1,10 +1,23 @@
-"""The admin client: topics, cluster description, leader elections, reassignments, log dirs.
+"""The admin client: topics, cluster description, leader elections, reassignments, log dirs,
+consumer groups and their offsets.
 
 How it works: an `Admin` keeps a `Metadata` of the whole cluster (`all_topics=True`).
 Describing is reading that metadata fresh. Changing (CreateTopics, DeleteTopics,
 ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments) is one request to
 any live broker (the broker that gets it writes ZooKeeper, as Kafka 2.x's did), tried
 on the next broker if the connection fails. DescribeLogDirs goes to every broker at once.
+ListOffsets goes to each partition's leader, retried after a metadata refresh when the
+leader moved.
+
+Groups: ListGroups goes to every live broker (each answers for the groups it
+coordinates) and the answers are merged. Everything else about a group goes to its
+coordinator (FindCoordinator, client/group_channel.py `find_coordinator`), one
+request per group, looked up again and retried while the answer is NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS (or the connection fails), for
+up to the request timeout. DescribeGroups' member assignments are decoded with Kafka's
+ConsumerProtocol for groups of protocol type "consumer". Offsets are altered with an
+OffsetCommit of generation -1 and member id "", which the coordinator takes only while
+the group is Empty (`GroupOffsetsError` otherwise).
 
 Results are per item: `create_topics` / `delete_topics` / `elect_preferred_leaders` /
 `alter_partition_reassignments` map each topic or partition to None (success) or a
@@ -15,7 +28,7 @@ Results are per item: `create_topics` / `delete_topics` / `elect_preferred_leade
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -23,6 +36,13 @@ from typing import Any, NamedTuple
 import trio
 
 from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection_pool
+from client.group_channel import find_coordinator
+from client.group_offsets import (
+    committed_offsets,
+    offset_commit_errors,
+    offset_commit_request,
+    offset_fetch_request,
+)
 from client.metadata import (
     BrokerInfo,
     ClusterView,
@@ -33,6 +53,11 @@ from client.metadata import (
     format_addresses,
 )
 from client.protocol import messages as m
+from client.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_assignment,
+)
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
 
@@ -112,6 +137,80 @@ class LogDirDescription:
     partitions: dict[TopicPartition, ReplicaLogInfo]
 
 
+class GroupListing(NamedTuple):
+    group_id: str
+    protocol_type: str  # "consumer" for consumer groups; "" for offsets-only groups
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    coordinator_id: int
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: set[TopicPartition]  # empty unless the protocol type is "consumer"
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str  # "Dead" for a group the coordinator does not know
+    protocol_type: str
+    protocol: str  # the assignor chosen (when Stable)
+    generation: int
+    coordinator_id: int
+    members: list[MemberDescription]
+
+
+class GroupOffsetsError(TributaryError):
+    """Altering a group's offsets failed; `errors` has each failed partition's code. The
+    usual cause: the group has members (UNKNOWN_MEMBER_ID from the coordinator, as
+    Kafka's), and offsets can only be altered while it is Empty."""
+
+    def __init__(self, group_id: str, errors: Mapping[TopicPartition, ErrorCode]) -> None:
+        self.group_id = group_id
+        self.errors = dict(errors)
+        code = next(iter(sorted(self.errors.items())))[1]
+        if code in (
+            ErrorCode.UNKNOWN_MEMBER_ID,
+            ErrorCode.ILLEGAL_GENERATION,
+            ErrorCode.REBALANCE_IN_PROGRESS,
+        ):
+            detail = (
+                f"group {group_id!r} is not empty: stop its consumers before altering its offsets"
+            )
+        else:
+            failed = ", ".join(f"{tp} ({c.name})" for tp, c in sorted(self.errors.items()))
+            detail = f"altering the offsets of group {group_id!r} failed for {failed}"
+        super().__init__(code, detail)
+
+
+# Answers after which the group's coordinator must be looked up again (or is loading).
+_COORDINATOR_RETRY = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
+# ListOffsets answers that mean "the leader we asked is stale: refresh and retry".
+_STALE_LEADER = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+    }
+)
+_LIST_OFFSETS_SPECS = {"earliest": m.EARLIEST_TIMESTAMP, "latest": m.LATEST_TIMESTAMP}
+
+
 def _error_or_none(code: int, message: str | None = None) -> TributaryError | None:
     error = ErrorCode.from_code(code)
     return None if error is ErrorCode.NONE else TributaryError(error, message)
@@ -129,6 +228,7 @@ class Admin:
         retry_backoff_ms: float = 100,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
         self.metadata = Metadata(
             pool,
             bootstrap,
@@ -459,6 +559,301 @@ class Admin:
             for broker_id in ids:
                 nursery.start_soon(ask, broker_id)
         return {broker_id: out[broker_id] for broker_id in ids}
+
+    # --- offsets of partitions -------------------------------------------------------
+
+    async def list_offsets(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]], spec: str | int = "latest"
+    ) -> dict[TopicPartition, int]:
+        """Each partition's "earliest" (log start) or "latest" (high watermark) offset, or
+        with an int timestamp (ms) the first offset at or after it (-1: none). Asks each
+        partition's leader; retries after a metadata refresh while leaders move, for up to
+        the request timeout. Raises `UnknownTopicError`, or the broker's error."""
+        if isinstance(spec, str):
+            if spec not in _LIST_OFFSETS_SPECS:
+                raise ValueError(f"spec must be 'earliest', 'latest' or a timestamp, not {spec!r}")
+            timestamp = _LIST_OFFSETS_SPECS[spec]
+        else:
+            timestamp = int(spec)
+        remaining = {TopicPartition(*tp) for tp in partitions}
+        found: dict[TopicPartition, int] = {}
+        last: BaseException | None = None
+        cluster = await self._fresh_cluster()
+        with trio.move_on_after(self.request_timeout_ms / 1000):
+            while remaining:
+                for topic in {tp.topic for tp in remaining}:
+                    if cluster.partitions_for(topic) is None and cluster.topic_error(topic) in (
+                        None,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ):
+                        raise UnknownTopicError(topic)
+                by_leader: dict[int, list[TopicPartition]] = {}
+                for tp in sorted(remaining):
+                    info = cluster.leader_for(tp)
+                    if info is not None:
+                        by_leader.setdefault(info.leader, []).append(tp)
+                for leader, tps in by_leader.items():
+                    try:
+                        answers = await self._list_offsets_from(cluster, leader, tps, timestamp)
+                    except BrokerConnectionError as exc:
+                        last = exc
+                        continue
+                    for tp, (code, offset) in answers.items():
+                        if tp not in remaining:
+                            continue
+                        if code is ErrorCode.NONE:
+                            found[tp] = offset
+                            remaining.discard(tp)
+                        elif code in _STALE_LEADER or code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            last = TributaryError(code, f"listing offsets of {tp}")
+                        else:
+                            raise TributaryError(code, f"listing offsets of {tp}")
+                if remaining:
+                    await trio.sleep(self.retry_backoff_ms / 1000)
+                    cluster = await self._fresh_cluster()
+            return found
+        raise TributaryError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"no offsets for {', '.join(map(str, sorted(remaining)))} within "
+            f"{self.request_timeout_ms:g} ms" + (f" (last error: {last})" if last else ""),
+        )
+
+    async def _list_offsets_from(
+        self, cluster: ClusterView, leader: int, tps: list[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, tuple[ErrorCode, int]]:
+        broker = cluster.broker(leader)
+        assert broker is not None
+        by_topic: dict[str, list[m.ListOffsetsPartition]] = {}
+        for tp in tps:
+            info = cluster.partition(tp)
+            by_topic.setdefault(tp.topic, []).append(
+                m.ListOffsetsPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=info.leader_epoch if info is not None else -1,
+                    timestamp=timestamp,
+                )
+            )
+        request = m.ListOffsetsRequest(
+            topics=[m.ListOffsetsTopic(name=t, partitions=p) for t, p in by_topic.items()]
+        )
+        response = await self._pool.request(
+            *broker.address, request, timeout_s=self.request_timeout_ms / 1000
+        )
+        return {
+            TopicPartition(t.name, p.partition): (ErrorCode.from_code(p.error_code), p.offset)
+            for t in response.topics
+            for p in t.partitions
+        }
+
+    # --- consumer groups -------------------------------------------------------------
+
+    async def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
+        """Every group of the cluster (only those in `states`, if given), sorted by id:
+        ListGroups to every live broker, merged. A broker that cannot be reached is
+        skipped (logged); if none answers, `NoBrokersAvailableError`."""
+        cluster = await self._fresh_cluster()
+        request = m.ListGroupsRequest(states_filter=list(states))
+        found: dict[str, GroupListing] = {}
+        failures: list[BaseException] = []
+
+        async def ask(broker: BrokerInfo) -> None:
+            with trio.move_on_after(self.request_timeout_ms / 1000):
+                while True:
+                    try:
+                        response = await self._pool.request(
+                            *broker.address, request, timeout_s=self.request_timeout_ms / 1000
+                        )
+                        code = ErrorCode.from_code(response.error_code)
+                    except BrokerConnectionError as exc:
+                        failures.append(exc)
+                        log.warning("ListGroups to broker %d failed: %s", broker.node_id, exc)
+                        return
+                    if code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                        await trio.sleep(self.retry_backoff_ms / 1000)
+                        continue
+                    if code is not ErrorCode.NONE:
+                        raise TributaryError(code, f"listing the groups of broker {broker.node_id}")
+                    for g in response.groups:
+                        found[g.group_id] = GroupListing(
+                            g.group_id, g.protocol_type, g.group_state, broker.node_id
+                        )
+                    return
+            failures.append(TributaryError(ErrorCode.REQUEST_TIMED_OUT, "ListGroups"))
+
+        brokers = sorted(cluster.brokers.values())
+        async with trio.open_nursery() as nursery:
+            for broker in brokers:
+                nursery.start_soon(ask, broker)
+        if brokers and len(failures) == len(brokers):
+            raise NoBrokersAvailableError(f"no broker answered ListGroups ({failures[-1]})")
+        return sorted(found.values())
+
+    async def _group_request(
+        self, group_id: str, request: Any, error_of: Callable[[Any], ErrorCode]
+    ) -> tuple[Any, int]:
+        """Send `request` to the group's coordinator: (its answer, the coordinator's id).
+        Retries while the coordinator moves or loads (`error_of(answer)` says); raises
+        `TributaryError` with the last error after the request timeout."""
+        deadline = trio.current_time() + self.request_timeout_ms / 1000
+        last: TributaryError | None = None
+        with trio.move_on_at(deadline):
+            while True:
+                coordinator = await find_coordinator(
+                    self._pool,
+                    self.metadata,
+                    group_id,
+                    timeout_s=max(deadline - trio.current_time(), 0.001),
+                    retry_backoff_ms=self.retry_backoff_ms,
+                )
+                try:
+                    response = await self._pool.request(
+                        *coordinator.address, request, timeout_s=self.request_timeout_ms / 1000
+                    )
+                    code = error_of(response)
+                except BrokerConnectionError as exc:
+                    response, code = None, exc.code
+                except TributaryError as exc:  # a request-level error answer
+                    response, code = None, exc.code
+                if code not in _COORDINATOR_RETRY:
+                    if response is None:
+                        raise TributaryError(code, f"asking the coordinator of {group_id!r}")
+                    return response, coordinator.node_id
+                last = TributaryError(code, f"from broker {coordinator.node_id}")
+                await trio.sleep(self.retry_backoff_ms / 1000)
+        raise TributaryError(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"the coordinator of group {group_id!r} did not answer within "
+            f"{self.request_timeout_ms:g} ms" + (f" (last error: {last})" if last else ""),
+        )
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        """Each group as its coordinator describes it, in the order asked (an unknown group
+        comes back with state "Dead" and no members). Raises the first group's error."""
+        ids = list(group_ids)
+        out: dict[str, GroupDescription] = {}
+
+        async def describe(group_id: str) -> None:
+            response, node = await self._group_request(
+                group_id,
+                m.DescribeGroupsRequest(groups=[group_id]),
+                lambda r: ErrorCode.from_code(r.groups[0].error_code if r.groups else 0),
+            )
+            (group,) = response.groups
+            if group.error_code:
+                raise TributaryError(group.error_code, f"describing group {group_id!r}")
+            out[group_id] = _group_description(group, node)
+
+        async with trio.open_nursery() as nursery:
+            for group_id in dict.fromkeys(ids):
+                nursery.start_soon(describe, group_id)
+        return [out[g] for g in ids]
+
+    async def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None
+    ) -> dict[TopicPartition, int]:
+        """The group's committed offsets (of `partitions`, or all it has); partitions
+        without a committed offset are left out."""
+        wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        response, _ = await self._group_request(
+            group_id,
+            offset_fetch_request(group_id, wanted),
+            lambda r: ErrorCode.from_code(r.error_code),
+        )
+        if response.error_code:
+            raise TributaryError(response.error_code, f"offsets of group {group_id!r}")
+        out: dict[TopicPartition, int] = {}
+        for tp, committed in sorted(committed_offsets(response).items()):
+            if committed.error is not ErrorCode.NONE:
+                raise TributaryError(committed.error, f"the offset of {tp} in {group_id!r}")
+            if committed.offset is not None:
+                out[tp] = committed.offset
+        return out
+
+    async def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition | tuple[str, int], int]
+    ) -> None:
+        """Set the group's committed offsets (the group must be Empty: no members);
+        raises `GroupOffsetsError` naming the failed partitions."""
+        wanted = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}
+        if not wanted:
+            return
+        for tp, offset in wanted.items():
+            if offset < 0:
+                raise ValueError(f"cannot commit a negative offset ({offset}) for {tp}")
+
+        def coordinator_error(response: m.OffsetCommitResponse) -> ErrorCode:
+            codes = set(offset_commit_errors(response).values())
+            return next((c for c in codes if c in _COORDINATOR_RETRY), ErrorCode.NONE)
+
+        response, _ = await self._group_request(
+            group_id, offset_commit_request(group_id, wanted), coordinator_error
+        )
+        errors = {
+            tp: code
+            for tp, code in offset_commit_errors(response).items()
+            if code is not ErrorCode.NONE
+        }
+        if errors:
+            raise GroupOffsetsError(group_id, errors)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, TributaryError | None]:
+        """Delete groups (and their offsets): None for each deleted, else its error
+        (NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND...)."""
+        out: dict[str, TributaryError | None] = {}
+
+        async def delete(group_id: str) -> None:
+            try:
+                response, _ = await self._group_request(
+                    group_id,
+                    m.DeleteGroupsRequest(groups_names=[group_id]),
+                    lambda r: ErrorCode.from_code(r.results[0].error_code if r.results else 0),
+                )
+            except TributaryError as exc:
+                out[group_id] = exc
+                return
+            codes = [r.error_code for r in response.results if r.group_id == group_id]
+            code = ErrorCode.from_code(codes[0]) if codes else ErrorCode.UNKNOWN_SERVER_ERROR
+            out[group_id] = _error_or_none(code, f"deleting group {group_id!r}")
+
+        ids = list(dict.fromkeys(group_ids))
+        async with trio.open_nursery() as nursery:
+            for group_id in ids:
+                nursery.start_soon(delete, group_id)
+        return {g: out[g] for g in ids}
+
+
+def _group_description(group: m.DescribeGroupsResponseGroup, node: int) -> GroupDescription:
+    members = []
+    for member in group.members:
+        assignment: set[TopicPartition] = set()
+        if group.protocol_type == CONSUMER_PROTOCOL_TYPE and member.member_assignment:
+            try:
+                assignment = set(decode_assignment(member.member_assignment).partitions)
+            except ConsumerProtocolError as exc:
+                log.warning(
+                    "group %s: member %s has an unreadable assignment: %s",
+                    group.group_id,
+                    member.member_id,
+                    exc,
+                )
+        members.append(
+            MemberDescription(
+                member.member_id,
+                member.group_instance_id,
+                member.client_id,
+                member.client_host,
+                assignment,
+            )
+        )
+    return GroupDescription(
+        group.group_id,
+        group.group_state,
+        group.protocol_type,
+        group.protocol_data,
+        group.generation_id,
+        group.coordinator_id if group.coordinator_id >= 0 else node,
+        members,
+    )
 
 
 @asynccontextmanager

@@ -1,6 +1,6 @@
 """The consumer: assigned partitions, positions, long-poll fetches, records out of `poll()`.
 
-How it works (Kafka 2.8's KafkaConsumer with manual assignment; no groups):
+How it works (Kafka 2.8's KafkaConsumer):
 - Each assigned partition has a `_PartitionState`: its position (the next offset to hand
   out), a pending reset ("earliest"/"latest" from `auto_offset_reset` or
   `seek_to_beginning/end`), records fetched but not yet returned, a retry backoff and an
@@ -18,7 +18,20 @@ How it works (Kafka 2.8's KafkaConsumer with manual assignment; no groups):
   (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, ...) or a lost connection asks
   for fresh metadata and retries that partition after `retry_backoff_ms`.
 - `poll(timeout_ms)` hands out up to `max_poll_records` buffered records (advancing the
-  positions), else waits until the fetcher brings some or the timeout passes.
+  positions), else waits until the fetcher brings some or the timeout passes. On entry
+  it notes each position as "consumed": what auto-commit may commit (Kafka commits in
+  poll() what the previous poll() returned).
+
+Consumer groups (with a `group_id`; client/group_coordinator.py does the work):
+`subscribe(topics)` makes the consumer a group member whose assignment the group's leader
+decides; a rebalance marks the revoked partitions (no more records of them come out of
+poll(), their buffers are dropped) before `on_revoked` runs, and new partitions start
+with the position "committed" (`COMMITTED`): the coordinator's resolver looks the
+group's committed offset up (else `auto_offset_reset` applies) while the fetcher leaves
+them alone. `assign()` with a group id starts partitions the same way and commits with
+no membership (generation -1). `commit()`, `commit_async()` and `committed()` go to the
+group's coordinator. Leaving the `open_consumer` block commits (auto-commit on) and
+leaves the group.
 
 `async with open_consumer("host:port", auto_offset_reset="earliest") as consumer:`
 builds one. Timings use `trio.current_time()` (MockClock in tests).
@@ -35,6 +48,15 @@ from typing import Any, NamedTuple
 import trio
 
 from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection_pool
+from client.group_coordinator import (
+    CommitCallback,
+    ConsumerCoordinator,
+    GroupSettings,
+    RebalanceCallback,
+)
+from client.group_membership import CommitFailedError as CommitFailedError
+from client.group_membership import RebalanceInProgressError as RebalanceInProgressError
+from client.group_offsets import CommittedOffset, OffsetAndEpoch
 from client.metadata import (
     DEFAULT_METADATA_MAX_AGE_MS,
     Metadata,
@@ -51,6 +73,9 @@ log = logging.getLogger(__name__)
 EARLIEST = "earliest"
 LATEST = "latest"
 NONE = "none"
+# A partition whose starting position is the group's committed offset, being looked up
+# (never sent as a ListOffsets reset: the group coordinator's resolver handles it).
+COMMITTED = "committed"
 _RESET_TIMESTAMPS = {EARLIEST: m.EARLIEST_TIMESTAMP, LATEST: m.LATEST_TIMESTAMP}
 # Partition errors after which the leader we know is stale: refresh metadata, retry.
 _STALE_LEADER_ERRORS = frozenset(
@@ -120,6 +145,7 @@ class _PartitionState:
         "backoff_until_ms",
         "buffer",
         "buffer_index",
+        "consumed",
         "error",
         "fetching",
         "generation",
@@ -130,6 +156,7 @@ class _PartitionState:
         "position_epoch",
         "reset",
         "resetting",
+        "revoking",
     )
 
     def __init__(self) -> None:
@@ -146,6 +173,9 @@ class _PartitionState:
         self.error: BaseException | None = None
         self.high_watermark = -1
         self.log_start_offset = -1
+        # The position when poll() was last called: what auto-commit may commit.
+        self.consumed: OffsetAndEpoch | None = None
+        self.revoking = False  # being revoked: hand out and fetch nothing more
 
     def clear_buffer(self) -> None:
         self.buffer = []
@@ -182,6 +212,17 @@ class Consumer:
         request_timeout_ms: float = 30_000,
         retry_backoff_ms: float = 100,
         metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: Iterable[Any] | str = ("range",),
+        coordinator_pool: ConnectionPool | None = None,
+        client_id: str | None = None,
+        connector: Connector | None = None,
     ) -> None:
         if auto_offset_reset not in (EARLIEST, LATEST, NONE):
             raise ValueError(
@@ -214,6 +255,33 @@ class Consumer:
         self._positions_changed = trio.Event()
         self._poll_start = 0
         self._closed = False
+        self._in_poll = 0  # poll() calls under way (a waiting poll counts as polling)
+        self.group_id = group_id
+        self._coordinator: ConsumerCoordinator | None = None
+        if group_id is not None:
+            if isinstance(partition_assignment_strategy, str):
+                partition_assignment_strategy = (partition_assignment_strategy,)
+            self._coordinator = ConsumerCoordinator(
+                self,
+                GroupSettings(
+                    group_id=group_id,
+                    group_instance_id=group_instance_id,
+                    enable_auto_commit=enable_auto_commit,
+                    auto_commit_interval_ms=auto_commit_interval_ms,
+                    session_timeout_ms=session_timeout_ms,
+                    heartbeat_interval_ms=heartbeat_interval_ms,
+                    max_poll_interval_ms=max_poll_interval_ms,
+                    partition_assignment_strategy=tuple(partition_assignment_strategy),
+                    request_timeout_ms=request_timeout_ms,
+                    retry_backoff_ms=retry_backoff_ms,
+                ),
+                pool=pool,
+                coordinator_pool=coordinator_pool or pool,
+                client_id=client_id,
+                connector=connector,
+            )
+        elif group_instance_id is not None:
+            raise ValueError("group_instance_id needs a group_id")
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -224,18 +292,47 @@ class Consumer:
         await nursery.start(self.metadata.run)
         nursery.start_soon(self._wake_on_metadata)
         nursery.start_soon(self._fetcher_loop)
+        if self._coordinator is not None:
+            self._coordinator.start(nursery)
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, graceful: bool = True) -> None:
+        """Close: a group consumer first commits (auto-commit on; everything handed out,
+        or with `graceful=False` only what poll() had handed out before its latest call),
+        calls on_revoked and leaves the group (dynamic members), within
+        `request_timeout_ms`; then the background tasks stop. Idempotent."""
+        await self._close(graceful=graceful)
+
+    async def _close(self, *, graceful: bool) -> None:
+        # No checkpoint after cancelling the nursery: open_consumer closes from inside
+        # it, and a Cancelled raised there would replace the exception leaving the block.
+        if self._closed:
+            return
         self._closed = True
-        if self._nursery is not None:
-            self._nursery.cancel_scope.cancel()
-        await trio.lowlevel.checkpoint()
+        # Inside a cancelled scope the background tasks and connections (nested in it)
+        # are being cancelled too: the goodbye then goes over a connection of its own.
+        tasks_alive = trio.current_effective_deadline() != -math.inf
+        try:
+            if self._coordinator is not None:
+                # Shielded: closing after a cancellation still says goodbye to the group.
+                with trio.CancelScope(shield=True) as scope:
+                    scope.deadline = trio.current_time() + self.request_timeout_ms / 1000
+                    await self._coordinator.close(graceful=graceful, tasks_alive=tasks_alive)
+            else:
+                await trio.lowlevel.checkpoint()
+        finally:
+            if self._nursery is not None:
+                self._nursery.cancel_scope.cancel()
 
     # --- assignment and positions ----------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Consume exactly these partitions (replacing the previous assignment). Positions
-        of partitions kept are kept; new ones start by `auto_offset_reset`."""
+        of partitions kept are kept; new ones start at the group's committed offset (with
+        a group_id), else by `auto_offset_reset`. Not while subscribed."""
+        if self.subscription():
+            raise ConsumerStateError(
+                "assign() and subscribe() are mutually exclusive: unsubscribe() first"
+            )
         wanted = [TopicPartition(*tp) for tp in partitions]
         states: dict[TopicPartition, _PartitionState] = {}
         for tp in wanted:
@@ -247,15 +344,183 @@ class Consumer:
         self._states = states
         self.metadata.set_topics({tp.topic for tp in wanted})
         self._wake()
+        if self._coordinator is not None:
+            self._coordinator.wake_resolver()
 
     def _initial_position(self, state: _PartitionState) -> None:
-        if self.auto_offset_reset == NONE:
-            state.reset = None
+        if self._coordinator is not None:
+            state.reset = COMMITTED
         else:
-            state.reset = self.auto_offset_reset
+            state.reset = self._reset_policy()
+
+    def _reset_policy(self) -> str | None:
+        return None if self.auto_offset_reset == NONE else self.auto_offset_reset
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
+
+    # --- consumer groups -------------------------------------------------------------
+
+    @property
+    def group(self) -> ConsumerCoordinator | None:
+        """The group membership (None without a group_id): generation, member id, state
+        in `group.membership`."""
+        return self._coordinator
+
+    def _group_or_error(self, what: str) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise ConsumerStateError(f"{what} needs a group_id")
+        return self._coordinator
+
+    def subscription(self) -> set[str]:
+        return set(self._coordinator.subscription) if self._coordinator is not None else set()
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str,
+        *,
+        on_revoked: RebalanceCallback | None = None,
+        on_assigned: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        """Consume these topics as a member of the group: the group's leader assigns the
+        partitions; they change on every rebalance. The callbacks (plain or async
+        functions of a set[TopicPartition]) run on the consumer's background task:
+        `on_revoked` before a rebalance with the partitions being taken away (their
+        records are no longer handed out; with auto-commit, what poll() had handed out
+        before its latest call is committed first), `on_assigned` with the new ones,
+        `on_lost` (default: on_revoked) when the membership was lost, so nothing could
+        be committed. Subscribing again replaces the topics and the callbacks."""
+        coordinator = self._group_or_error("subscribe()")
+        if self._states and not coordinator.subscription:
+            raise ConsumerStateError(
+                "assign() and subscribe() are mutually exclusive: assign([]) first"
+            )
+        coordinator.subscribe(
+            [topics] if isinstance(topics, str) else topics,
+            on_revoked=on_revoked,
+            on_assigned=on_assigned,
+            on_lost=on_lost,
+        )
+        self._wake_pollers()
+
+    async def unsubscribe(self) -> None:
+        """Give the partitions back (on_revoked), leave the group, forget the topics."""
+        if self._coordinator is not None:
+            await self._coordinator.unsubscribe()
+            self._wake_pollers()
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def commit(
+        self,
+        offsets: dict[TopicPartition, int] | dict[TopicPartition, OffsetAndEpoch] | None = None,
+    ) -> None:
+        """Commit `offsets` (the next offset to read, per partition) or, by default, the
+        positions of every assigned partition (everything poll() has handed out), and
+        wait. Retries retriable errors for `request_timeout_ms`. Raises
+        `CommitFailedError` when this member's generation is no longer the group's (the
+        group rebalanced without it), `RebalanceInProgressError` during a rebalance."""
+        coordinator = self._group_or_error("commit()")
+        await coordinator.commit(self._current_offsets() if offsets is None else offsets)
+
+    def commit_async(
+        self,
+        offsets: dict[TopicPartition, int] | dict[TopicPartition, OffsetAndEpoch] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Commit in the background, once (no retries), after any commit asked for
+        earlier; `callback(offsets, error_or_None)` (plain or async) when done."""
+        coordinator = self._group_or_error("commit_async()")
+        coordinator.commit_async(self._current_offsets() if offsets is None else offsets, callback)
+
+    async def committed(
+        self,
+        partitions: Iterable[TopicPartition | tuple[str, int]],
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None: nothing committed)."""
+        coordinator = self._group_or_error("committed()")
+        found = await coordinator.fetch_committed(
+            [TopicPartition(*tp) for tp in partitions], timeout_ms
+        )
+        return {tp: c.offset for tp, c in found.items()}
+
+    # What the group coordinator calls (client/group_coordinator.py `AssignmentOwner`).
+
+    def _current_offsets(self) -> dict[TopicPartition, OffsetAndEpoch]:
+        return {
+            tp: OffsetAndEpoch(s.position, s.position_epoch)
+            for tp, s in self._states.items()
+            if s.position is not None
+        }
+
+    def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndEpoch]:
+        return {tp: s.consumed for tp, s in self._states.items() if s.consumed is not None}
+
+    def _note_consumed(self) -> None:
+        """poll() was called: what it handed out so far counts as consumed."""
+        for state in self._states.values():
+            if state.position is not None and not state.revoking:
+                state.consumed = OffsetAndEpoch(state.position, state.position_epoch)
+
+    def _begin_revocation(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            state = self._states.get(tp)
+            if state is not None:
+                state.revoking = True
+                state.clear_buffer()
+
+    def _set_group_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """The group's assignment: partitions kept keep their state; new ones start at the
+        committed offset; the others (and their buffered records) are dropped."""
+        states: dict[TopicPartition, _PartitionState] = {}
+        for tp in partitions:
+            state = self._states.get(tp)
+            if state is None or state.revoking:
+                state = _PartitionState()
+                state.reset = COMMITTED
+            states[tp] = state
+        self._states = states
+        self._wake()
+        if self._coordinator is not None:
+            self._coordinator.wake_resolver()
+
+    def _awaiting_committed(self) -> dict[TopicPartition, int]:
+        return {
+            tp: s.generation
+            for tp, s in self._states.items()
+            if s.reset == COMMITTED and s.position is None and not s.revoking and s.error is None
+        }
+
+    def _apply_committed(
+        self,
+        wanted: dict[TopicPartition, int],
+        found: dict[TopicPartition, CommittedOffset] | None,
+        error: TributaryError | None,
+    ) -> None:
+        for tp, generation in wanted.items():
+            state = self._states.get(tp)
+            if state is None or state.generation != generation or state.reset != COMMITTED:
+                continue  # revoked, or sought meanwhile
+            committed = found.get(tp) if found is not None else None
+            if error is not None:
+                state.error = error
+            elif committed is not None and committed.offset is not None:
+                state.position = committed.offset
+                state.position_epoch = committed.leader_epoch
+                state.consumed = OffsetAndEpoch(committed.offset, committed.leader_epoch)
+                state.reset = None
+            else:
+                state.reset = self._reset_policy()
+        if error is not None:
+            self._data_arrived()
+        self._positions_changed.set()
+        self._positions_changed = trio.Event()
+        self._wake()
+
+    def _wake_pollers(self) -> None:
+        self._data_arrived()
 
     def _state_or_error(self, tp: TopicPartition | tuple[str, int]) -> _PartitionState:
         state = self._states.get(TopicPartition(*tp))
@@ -321,8 +586,14 @@ class Consumer:
         try:
             return await self.metadata.partitions_or_error(topic, self.request_timeout_ms / 1000)
         finally:
-            if not was_tracked and topic not in {tp.topic for tp in self._states}:
+            if not was_tracked and topic not in self._needed_topics():
                 self.metadata.remove_topics(topic)
+
+    def _needed_topics(self) -> set[str]:
+        topics = {tp.topic for tp in self._states}
+        if self._coordinator is not None:
+            topics |= self._coordinator.group_topics()
+        return topics
 
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
@@ -353,45 +624,62 @@ class Consumer:
         """
         if self._closed:
             raise ConsumerStateError("the consumer is closed")
-        if not self._states:
-            raise ConsumerStateError("no partitions are assigned: call assign() first")
+        # Checkpoint first: between draining the buffers and returning nothing may run
+        # (a rebalance must not revoke a partition whose records are on their way out).
+        await trio.lowlevel.checkpoint()
+        group = self._coordinator
+        if group is not None:
+            group.poll_called()  # raises a fatal group error or a callback's exception
+        if not self._states and not self.subscription():
+            raise ConsumerStateError(
+                "no partitions are assigned: call assign() or subscribe() first"
+            )
+        self._note_consumed()
         deadline = trio.current_time() + max(timeout_ms, 0) / 1000
-        while True:
-            self._raise_pending_error()
-            records = self._drain_buffers()
-            self._wake()
-            if records:
-                await trio.lowlevel.checkpoint()
-                return records
-            if trio.current_time() >= deadline:
-                await trio.lowlevel.checkpoint()
-                return []
-            event = self._data
-            with trio.move_on_at(deadline):
-                await event.wait()
+        self._in_poll += 1
+        try:
+            while True:
+                if group is not None:
+                    group.raise_error()
+                self._raise_pending_error()
+                records = self._drain_buffers()
+                self._wake()
+                if records:
+                    return records
+                if trio.current_time() >= deadline:
+                    return []
+                event = self._data
+                with trio.move_on_at(deadline):
+                    await event.wait()
+        finally:
+            self._in_poll -= 1
 
     def _raise_pending_error(self) -> None:
         missing = [
             tp
             for tp, s in self._states.items()
-            if s.position is None and s.reset is None and s.error is None
+            if s.position is None and s.reset is None and s.error is None and not s.revoking
         ]
         if missing:
             raise NoOffsetForPartitionError(missing)
         for state in self._states.values():
             if state.error is not None:
                 error, state.error = state.error, None
+                if state.reset == COMMITTED and self._coordinator is not None:
+                    self._coordinator.wake_resolver()  # look the committed offset up again
                 raise error
 
     def _drain_buffers(self) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
         room = self.max_poll_records
         tps = list(self._states)
+        if not tps:
+            return out
         start = self._poll_start % len(tps)
         self._poll_start += 1
         for tp in tps[start:] + tps[:start]:
             state = self._states[tp]
-            if not state.buffered:
+            if not state.buffered or state.revoking:
                 continue
             take = state.buffer[state.buffer_index : state.buffer_index + room]
             state.buffer_index += len(take)
@@ -435,6 +723,8 @@ class Consumer:
             for tp, state in self._states.items():
                 if state.error is not None or state.fetching or state.resetting:
                     continue
+                if state.revoking or state.reset == COMMITTED:
+                    continue  # going away, or waiting for the group's committed offset
                 if state.position is None and state.reset is None:
                     continue
                 if state.position is not None and state.buffered:
@@ -755,18 +1045,34 @@ async def open_consumer(
     connector: Connector | None = None,
     **config: Any,
 ) -> AsyncIterator[Consumer]:
-    """A started consumer (assign partitions next); closed when the block ends.
+    """A started consumer (assign or subscribe next); closed when the block ends (a group
+    consumer commits, with auto-commit on, and leaves its group: see `Consumer.aclose`;
+    when the block raises, it commits only what poll() had handed out before its latest
+    call).
 
     Raises `NoBrokersAvailableError` at once when no bootstrap broker answers.
     """
     async with (
         open_connection_pool(client_id=client_id, connector=connector) as pool,
+        open_connection_pool(client_id=client_id, connector=connector) as coordinator_pool,
         open_client_nursery() as nursery,
     ):
-        consumer = Consumer(pool, bootstrap, **config)
+        consumer = Consumer(
+            pool,
+            bootstrap,
+            coordinator_pool=coordinator_pool,
+            client_id=client_id,
+            connector=connector,
+            **config,
+        )
         await consumer.start(nursery)
         try:
             yield consumer
+        except BaseException:
+            await consumer._close(graceful=False)
+            raise
+        else:
+            await consumer.aclose()
         finally:
             consumer._closed = True
             nursery.cancel_scope.cancel()

@@ -5,8 +5,11 @@ How it works: each facade starts a background thread running a Trio event loop (
 `async with` open until the facade is closed, so the client's background tasks keep
 running between calls. Every method is one `trio.from_thread.run(..., trio_token=...)`
 into that loop; exceptions come back to the caller as themselves. `close()` (or leaving
-the `with` block) exits the client's context (the producer flushes) and joins the
-thread. Not for use from inside a Trio loop (that would block it).
+the `with` block) exits the client's context (the producer flushes, a group consumer
+commits and leaves its group) and joins the thread. Not for use from inside a Trio loop
+(that would block it). A group consumer's rebalance and commit callbacks run on a worker
+thread while the loop waits for them, so they may call the facade's methods (commit()
+in on_revoked, say).
 
     with SyncProducer("localhost:9092", acks="all") as producer:
         producer.send("events", b"hello").get(timeout=10)
@@ -23,6 +26,7 @@ import trio
 
 from client.admin import Admin, open_admin
 from client.consumer import Consumer, ConsumerRecord, open_consumer
+from client.group_offsets import OffsetAndEpoch
 from client.producer import DeliveryHandle, Producer, RecordMetadata, open_producer
 from client.protocol.types import TopicPartition
 
@@ -210,10 +214,69 @@ class SyncConsumer(_Facade):
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._portal.run(self.consumer.end_offsets, list(partitions))
 
+    # --- consumer groups (a group_id is needed) ---------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str,
+        *,
+        on_revoked: Callable[[set[TopicPartition]], Any] | None = None,
+        on_assigned: Callable[[set[TopicPartition]], Any] | None = None,
+        on_lost: Callable[[set[TopicPartition]], Any] | None = None,
+    ) -> None:
+        """As `Consumer.subscribe`; the callbacks are plain functions, run on a worker
+        thread (they may call this consumer's methods)."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+
+        def subscribe() -> None:
+            self.consumer.subscribe(
+                topics,
+                on_revoked=_in_thread(on_revoked),
+                on_assigned=_in_thread(on_assigned),
+                on_lost=_in_thread(on_lost),
+            )
+
+        self._portal.run_sync(subscribe)
+
+    def unsubscribe(self) -> None:
+        self._portal.run(self.consumer.unsubscribe)
+
+    def subscription(self) -> set[str]:
+        return self._portal.run_sync(self.consumer.subscription)
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """As `Consumer.commit`: waits; raises `CommitFailedError` and the like."""
+        self._portal.run(self.consumer.commit, offsets)
+
+    def commit_async(
+        self,
+        offsets: dict[TopicPartition, int] | None = None,
+        callback: Callable[[dict[TopicPartition, OffsetAndEpoch], BaseException | None], Any]
+        | None = None,
+    ) -> None:
+        """As `Consumer.commit_async`; `callback` runs on a worker thread."""
+        self._portal.run_sync(self.consumer.commit_async, offsets, _in_thread(callback))
+
+    def committed(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, int | None]:
+        return self._portal.run(self.consumer.committed, list(partitions))
+
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records forever (polling with a 1 s timeout); stop by breaking out."""
         while True:
             yield from self.poll(1000)
+
+
+def _in_thread(callback: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """`callback` as a coroutine function that runs it on a worker thread."""
+    if callback is None:
+        return None
+
+    async def run(*args: Any) -> Any:
+        return await trio.to_thread.run_sync(callback, *args)
+
+    return run
 
 
 class SyncAdmin(_Facade):

@@ -38,7 +38,7 @@ async def run(bootstrap: str, group: str, topic: str, name: str, session_ms: int
     ) as consumer:
 
         def generation() -> int:
-            return getattr(consumer, "generation", -1)
+            return consumer.group.membership.generation.generation_id
 
         def assigned(partitions) -> None:
             emit(

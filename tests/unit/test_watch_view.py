@@ -18,6 +18,7 @@ import trio
 from client.connection import open_connection, open_connection_pool
 from client.protocol import messages as m
 from client.protocol.records import Record, build_batch
+from client.protocol.types import TopicPartition
 from server_common import zkdata
 from tools.cli import main
 from tools.cluster.inspect import ClusterView, PartitionView, read_cluster
@@ -26,11 +27,14 @@ from tools.cluster.watch_view import (
     BROKER_NOT_ANSWERING,
     BROKER_UP,
     ClusterSnapshot,
+    GroupSnapshot,
     PartitionSnapshot,
     ReplicaOffsets,
     WatchHistory,
     build_snapshot,
     diff_events,
+    group_lag,
+    group_snapshot,
     offsets_from_log_dirs,
     render_to_string,
     unavailable_snapshot,
@@ -295,6 +299,92 @@ def test_zookeeper_outage_and_what_changed_meanwhile():
         "demo-0: leader 1 -> 2 (epoch 1)",
         "demo-0: ISR shrink 1,2,3 -> 2,3 (1 out)",
     ]
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+def with_groups(partitions, groups, **kwargs) -> ClusterSnapshot:
+    return dataclasses.replace(snapshot(partitions, **kwargs), groups=tuple(groups))
+
+
+def group_row(text: str, group_id: str) -> list[str]:
+    for line in text.splitlines():
+        cells = line.split()
+        if cells and cells[0] == group_id:
+            return cells
+    raise AssertionError(f"no row for group {group_id} in:\n{text}")
+
+
+def test_groups_show_state_generation_members_and_total_lag_from_the_leaders_hw():
+    # HEALTHY: demo-0's leader HW is 42, demo-1's is 7.
+    app = GroupSnapshot("app", "Stable", 5, 2, 1, {("demo", 0): 40, ("demo", 1): 2})
+    idle = GroupSnapshot("idle", "Empty", 6, 0, 2, {("demo", 0): 42})
+    text = render_to_string(with_groups(HEALTHY, [idle, app]))
+    assert ["Group", "State", "Generation", "Members", "Coordinator", "Lag"] == next(
+        line.split() for line in text.splitlines() if line.split()[:1] == ["Group"]
+    )
+    assert group_row(text, "app") == ["app", "Stable", "5", "2", "1", "7"]  # 2 + 5
+    assert group_row(text, "idle") == ["idle", "Empty", "6", "0", "2", "0"]
+
+
+def test_unknown_group_facts_show_as_question_marks():
+    silent_leader = partition(0, 1, (1, 2, 3), offsets={2: (9, 9)})  # leader 1 did not answer
+    groups = [
+        GroupSnapshot("no-offsets", "Stable", 1, 1, 1, None),
+        GroupSnapshot("undescribed", "Stable", None, None, None, {}),
+        GroupSnapshot("blind", "Stable", 2, 1, 1, {("demo", 0): 3}),
+        GroupSnapshot("gone-topic", "Empty", 3, 0, 1, {("deleted", 0): 3}),
+    ]
+    snap = with_groups([silent_leader], groups)
+    text = render_to_string(snap)
+    assert group_row(text, "no-offsets")[-1] == "?"
+    assert group_row(text, "undescribed") == ["undescribed", "Stable", "?", "?", "?", "0"]
+    assert group_row(text, "blind")[-1] == "?"
+    assert group_lag(snap, groups[3]) == 0  # a deleted topic's offsets do not count
+    failed = dataclasses.replace(snapshot(HEALTHY), groups_error="NOT_COORDINATOR: busy")
+    text = render_to_string(failed)
+    assert "consumer groups: ? (NOT_COORDINATOR: busy)" in text
+    assert "demo" in text  # the partitions are still there
+    assert "no consumer groups" in render_to_string(with_groups(HEALTHY, []))
+    assert "consumer groups" not in render_to_string(snapshot(HEALTHY))  # not asked
+
+
+def test_group_snapshot_from_the_admin_clients_answers():
+    from types import SimpleNamespace
+
+    listing = SimpleNamespace(
+        group_id="app", protocol_type="consumer", state="Stable", coordinator_id=2
+    )
+    description = SimpleNamespace(
+        group_id="app", state="CompletingRebalance", generation=4, coordinator_id=3,
+        members=[object(), object()],
+    )  # fmt: skip
+    committed = {TopicPartition("demo", 0): 5, TopicPartition("demo", 1): -1}
+    assert group_snapshot(listing, description, committed) == GroupSnapshot(
+        "app", "CompletingRebalance", 4, 2, 3, {("demo", 0): 5}
+    )
+    assert group_snapshot(listing) == GroupSnapshot("app", "Stable", None, None, 2, None)
+
+
+def test_group_events_appear_rebalance_and_go():
+    before = with_groups(HEALTHY, [GroupSnapshot("app", "Stable", 3, 2, 1, {})])
+    after = with_groups(
+        HEALTHY,
+        [GroupSnapshot("app", "Stable", 4, 3, 1, {}), GroupSnapshot("new", "Stable", 1, 1, 2)],
+    )
+    assert messages(diff_events(before, after)) == [
+        "group new appeared (Stable, 1 member)",
+        "group app: generation 3 -> 4 (Stable, 3 members)",
+    ]
+    emptied = with_groups(HEALTHY, [GroupSnapshot("app", "Empty", 5, 0, 1, {})])
+    event = diff_events(after, emptied)
+    assert messages(event) == [
+        "group new gone (deleted, or its coordinator is not answering)",
+        "group app: generation 4 -> 5 (Empty, 0 members)",
+    ]
+    # No group events across a failed or missing group read.
+    failed = dataclasses.replace(snapshot(HEALTHY), groups_error="timeout")
+    assert diff_events(before, failed) == [] and diff_events(failed, after) == []
+    assert diff_events(snapshot(HEALTHY), after) == []
 
 
 # -- building snapshots from ZooKeeper's view and DescribeLogDirs ---------------------------------

@@ -10,7 +10,17 @@ partitions going offline, brokers up/down, controller changes, topics created or
 Many partitions changing the same way in one step (a broker dies) collapse into one line.
 `WatchHistory` keeps the previous snapshot and the last few events for the live view.
 `render(snapshot, events)` builds the frame as a rich renderable (header, partition table,
-event lines); `render_to_string` prints it to a string without colours (tests, `--once`).
+groups table, event lines); `render_to_string` prints it to a string without colours
+(tests, `--once`).
+
+Consumer groups: the shell also asks the group coordinators (through the admin client)
+for every group's state, generation, members and committed offsets; `group_snapshot`
+keeps them as a `GroupSnapshot`. A group's total lag is computed here, from what the
+snapshot already holds: the sum over its committed partitions of the partition leader's
+high watermark (DescribeLogDirs) minus the committed offset. Anything unknown (the group
+query failed, the leader did not answer) shows as "?", never as an error; committed
+offsets of a topic that no longer exists are left out. Groups appearing, disappearing
+and changing generation (a rebalance) are events too.
 
 Nothing here touches the network, ZooKeeper or a clock.
 """
@@ -85,6 +95,19 @@ class PartitionSnapshot:
 
 
 @dataclass(frozen=True)
+class GroupSnapshot:
+    """One consumer group as its coordinator described it; None where not known."""
+
+    group_id: str
+    state: str | None = None
+    generation: int | None = None
+    members: int | None = None
+    coordinator: int | None = None
+    # (topic, partition) -> committed offset; None when the offsets could not be read.
+    committed: Mapping[tuple[str, int], int] | None = None
+
+
+@dataclass(frozen=True)
 class ClusterSnapshot:
     taken_at_ms: int
     zookeeper: str
@@ -93,6 +116,10 @@ class ClusterSnapshot:
     controller_epoch: int | None = None
     partitions: tuple[PartitionSnapshot, ...] = ()
     error: str | None = None  # ZooKeeper could not be read: nothing else is known
+    # Consumer groups: None when not asked for (no groups section); `groups_error` says
+    # why the groups could not be listed this time (the section shows "?").
+    groups: tuple[GroupSnapshot, ...] | None = None
+    groups_error: str | None = None
 
     def brokers_in(self, state: str) -> list[int]:
         return sorted(b for b, s in self.brokers.items() if s == state)
@@ -147,8 +174,11 @@ def build_snapshot(
     taken_at_ms: int,
     zookeeper: str,
     known_brokers: Iterable[int] = (),
+    groups: Iterable[GroupSnapshot] | None = None,
+    groups_error: str | None = None,
 ) -> ClusterSnapshot:
-    """A snapshot from ZooKeeper's view and the DescribeLogDirs answers.
+    """A snapshot from ZooKeeper's view and the DescribeLogDirs answers (and the consumer
+    groups, when they were asked for).
 
     `log_dirs[b]` is broker b's answer, or None if it did not answer; brokers not asked
     (not registered) may be missing. `known_brokers` are ids expected to exist (the local
@@ -191,7 +221,52 @@ def build_snapshot(
         controller_id=view.controller_id,
         controller_epoch=view.controller_epoch,
         partitions=tuple(partitions),
+        groups=None if groups is None else tuple(groups),
+        groups_error=groups_error,
     )
+
+
+def group_snapshot(listing, description=None, committed: Mapping | None = None) -> GroupSnapshot:
+    """A `GroupSnapshot` from the admin client's answers: the group's listing (id, state,
+    coordinator), its description (None: describing failed) and its committed offsets
+    (`TopicPartition -> offset`; None: fetching them failed)."""
+    state = getattr(listing, "state", None) or None
+    coordinator = getattr(listing, "coordinator_id", None)
+    generation = members = None
+    if description is not None:
+        state = description.state or state
+        generation = description.generation
+        members = len(description.members)
+        if description.coordinator_id is not None and description.coordinator_id >= 0:
+            coordinator = description.coordinator_id
+    return GroupSnapshot(
+        group_id=listing.group_id,
+        state=state,
+        generation=generation if generation is not None and generation >= 0 else None,
+        members=members,
+        coordinator=coordinator if coordinator is not None and coordinator >= 0 else None,
+        committed=None
+        if committed is None
+        else {(tp[0], tp[1]): o for tp, o in committed.items() if o is not None and o >= 0},
+    )
+
+
+def group_lag(snapshot: ClusterSnapshot, group: GroupSnapshot) -> int | None:
+    """Sum over the group's committed partitions of (leader's HW - committed offset);
+    None if the offsets or any existing partition's leader HW are unknown."""
+    if group.committed is None:
+        return None
+    partitions = {(p.topic, p.partition): p for p in snapshot.partitions}
+    total = 0
+    for key, committed in group.committed.items():
+        p = partitions.get(key)
+        if p is None:
+            continue  # the topic is gone: no lag to speak of
+        leader = p.offsets.get(p.leader)
+        if leader is None:
+            return None
+        total += leader.high_watermark - committed
+    return total
 
 
 def unavailable_snapshot(error: str, *, taken_at_ms: int, zookeeper: str) -> ClusterSnapshot:
@@ -225,6 +300,7 @@ def diff_events(old: ClusterSnapshot | None, new: ClusterSnapshot) -> list[Watch
     events += _broker_events(old, new, at)
     events += _topic_events(old, new, at)
     events += _partition_events(old, new, at)
+    events += _group_events(old, new, at)
     return events
 
 
@@ -351,6 +427,52 @@ def _partition_events(old: ClusterSnapshot, new: ClusterSnapshot, at: int) -> li
         more = f" +{len(names) - MAX_NAMES_LISTED} more" if len(names) > MAX_NAMES_LISTED else ""
         message = f"{headline} on {len(items)} partitions: {listed}{more}"
         events.append(WatchEvent(at, kind, message, severity))
+    return events
+
+
+def _members(n: int | None) -> str:
+    return "? members" if n is None else f"{n} member{'' if n == 1 else 's'}"
+
+
+def _group_events(old: ClusterSnapshot, new: ClusterSnapshot, at: int) -> list[WatchEvent]:
+    """Groups created, gone, or in a new generation (a rebalance). Only between two
+    snapshots that both listed the groups."""
+    if old.groups is None or new.groups is None or old.groups_error or new.groups_error:
+        return []
+    before = {g.group_id: g for g in old.groups}
+    after = {g.group_id: g for g in new.groups}
+    events = []
+    for group_id in sorted(set(after) - set(before)):
+        g = after[group_id]
+        events.append(
+            WatchEvent(
+                at,
+                "group_created",
+                f"group {group_id} appeared ({g.state or '?'}, {_members(g.members)})",
+            )
+        )
+    for group_id in sorted(set(before) - set(after)):
+        events.append(
+            WatchEvent(
+                at,
+                "group_gone",
+                f"group {group_id} gone (deleted, or its coordinator is not answering)",
+                WARNING,
+            )
+        )
+    for group_id in sorted(set(before) & set(after)):
+        o, g = before[group_id], after[group_id]
+        if o.generation is None or g.generation is None or o.generation == g.generation:
+            continue
+        events.append(
+            WatchEvent(
+                at,
+                "group_rebalance",
+                f"group {group_id}: generation {o.generation} -> {g.generation} "
+                f"({g.state or '?'}, {_members(g.members)})",
+                WARNING if g.members == 0 else INFO,
+            )
+        )
     return events
 
 
@@ -489,6 +611,42 @@ def _partition_table(snapshot: ClusterSnapshot, shown: Sequence[PartitionSnapsho
     return table
 
 
+_GROUP_STYLE = {
+    "Stable": "",
+    "Empty": "dim",
+    "PreparingRebalance": "yellow",
+    "CompletingRebalance": "yellow",
+    "Dead": "red",
+}
+
+
+def _groups_section(snapshot: ClusterSnapshot) -> RenderableType:
+    if snapshot.groups_error is not None:
+        return Text(f"consumer groups: ? ({snapshot.groups_error})", style="yellow")
+    groups = snapshot.groups or ()
+    if not groups:
+        return Text("no consumer groups", style="dim")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("Group", overflow="fold")
+    table.add_column("State")
+    table.add_column("Generation", justify="right")
+    table.add_column("Members", justify="right")
+    table.add_column("Coordinator", justify="right")
+    table.add_column("Lag", justify="right")
+    for g in sorted(groups, key=lambda g: g.group_id):
+        lag = group_lag(snapshot, g)
+        table.add_row(
+            g.group_id,
+            g.state or "?",
+            "?" if g.generation is None else str(g.generation),
+            "?" if g.members is None else str(g.members),
+            "?" if g.coordinator is None else str(g.coordinator),
+            "?" if lag is None else str(lag),
+            style=_GROUP_STYLE.get(g.state or "", "") or None,
+        )
+    return table
+
+
 def _event_lines(events: Sequence[WatchEvent], max_events: int) -> Text:
     text = Text()
     text.append("events", style="bold")
@@ -509,7 +667,8 @@ def render(
     show_events: bool = True,
     max_events: int = DEFAULT_MAX_EVENTS,
 ) -> RenderableType:
-    """One frame: the header, the partition table and the last `max_events` events."""
+    """One frame: the header, the partition table, the consumer groups (when the
+    snapshot has them) and the last `max_events` events."""
     shown = [p for p in snapshot.partitions if show_internal or not is_internal_topic(p.topic)]
     hidden = len(snapshot.partitions) - len(shown)
     parts: list[RenderableType] = [_header(snapshot, shown, hidden)]
@@ -519,6 +678,9 @@ def render(
             parts.append(_partition_table(snapshot, shown))
         else:
             parts.append(Text("\nno topics yet", style="dim"))
+        if snapshot.groups is not None or snapshot.groups_error is not None:
+            parts.append(Text(""))
+            parts.append(_groups_section(snapshot))
     if show_events:
         parts.append(Text(""))
         parts.append(_event_lines(events, max_events))

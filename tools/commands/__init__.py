@@ -11,6 +11,7 @@ COMMAND_MODULES: list[str] = [
     "topics",
     "produce",
     "consume",
+    "groups",
     "leaders",
     "partitions",
     "analytics",

@@ -1,24 +1,42 @@
 """`tributary consume TOPIC`: print records, like kafka-console-consumer.sh.
 
-How it works: assigns every partition of the topic (or the one given), starts at the end
-(the default, as Kafka's console consumer), at the beginning (`--from-beginning`) or at
-`--offset` of `--partition`, then polls and prints each record as text (the value, or
-key, tab, value with `--print-key`) or as one JSON object per line. It stops after
-`--max-messages` records, or once `--timeout-ms` passes without a new record, and then
-reports "Processed a total of N messages" on stderr; otherwise it runs until Ctrl-C.
+How it works: without `--group` it assigns every partition of the topic (or the one
+given), starts at the end (the default, as Kafka's console consumer), at the beginning
+(`--from-beginning`) or at `--offset` of `--partition`, then polls and prints each record
+as text (the value, or key, tab, value with `--print-key`) or as one JSON object per line.
+It stops after `--max-messages` records, or once `--timeout-ms` passes without a new
+record, and then reports "Processed a total of N messages" on stderr; otherwise it runs
+until Ctrl-C.
+
+With `--group G` it subscribes as a member of consumer group G (the coordinator assigns
+the partitions; `--from-beginning` sets auto.offset.reset=earliest, which only matters
+where the group has no committed offset, as in Kafka) and commits what it printed:
+automatic commits are off and the command commits, per partition, the offset after the
+last record it printed (`PrintedOffsets`), every `--commit-interval-ms`, when a rebalance
+takes partitions away, and before it leaves the group (after `--max-messages`, the idle
+timeout, a closed pipe or Ctrl-C). Records the consumer fetched but did not print are
+not committed, so the next run of the group starts exactly at the next record. An
+assigned partition it printed nothing from gets its current position committed (where
+that was a reset to earliest/latest), so the next run does not reset it differently.
+Ctrl-C exits 130 after that last commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterable
 
 import trio
 
 from client.consumer import EARLIEST, LATEST, ConsumerRecord, open_consumer
+from client.protocol.errors import TributaryError
 from client.protocol.types import TopicPartition
 from tools.commands.common import (
     add_bootstrap_option,
@@ -29,6 +47,14 @@ from tools.commands.common import (
     text_or_none,
 )
 from tools.errors import CliError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMMIT_INTERVAL_MS = 5000  # Kafka's auto.commit.interval.ms
+GROUP_CLIENT_ID = "tributary-console-consumer"
+# Before leaving: how long to wait for the positions of the assigned partitions nothing
+# was printed from (they may still be resolving their reset), all together.
+POSITION_WAIT_MS = 2000
 
 
 def register(subparsers) -> None:
@@ -47,6 +73,18 @@ def register(subparsers) -> None:
     parser.add_argument("--print-key", action="store_true", help="text format: key TAB value")
     parser.add_argument(
         "--key-separator", default="\t", metavar="SEP", help="text format (default: tab)"
+    )
+    parser.add_argument(
+        "--group",
+        metavar="G",
+        help="consume as a member of consumer group G, committing what was printed",
+    )
+    parser.add_argument(
+        "--commit-interval-ms",
+        type=positive_int,
+        default=DEFAULT_COMMIT_INTERVAL_MS,
+        metavar="T",
+        help=f"with --group: commit every T ms (default {DEFAULT_COMMIT_INTERVAL_MS})",
     )
     add_bootstrap_option(parser)
     parser.set_defaults(handler=_consume)
@@ -91,6 +129,8 @@ def format_record(record: ConsumerRecord, args: argparse.Namespace) -> str:
 
 
 def _consume(args: argparse.Namespace) -> int:
+    if args.group is not None:
+        return _consume_group(args)
     bootstrap = bootstrap_of(args)
     start = _start_offset(args)
     count = 0
@@ -139,6 +179,167 @@ def _consume(args: argparse.Namespace) -> int:
         return 0
     _finish(count)
     return 0
+
+
+# --- with a group --------------------------------------------------------------------------
+
+
+class PrintedOffsets:
+    """Per partition, the offset after the last record printed, and what of it has been
+    committed: `pending()` is what a commit still has to carry."""
+
+    def __init__(self) -> None:
+        self.next: dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
+
+    def printed(self, records: Iterable[ConsumerRecord]) -> None:
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            self.next[tp] = max(self.next.get(tp, 0), r.offset + 1)
+
+    def pending(self, partitions: Iterable[TopicPartition] | None = None) -> dict:
+        wanted = None if partitions is None else set(partitions)
+        return {
+            tp: offset
+            for tp, offset in self.next.items()
+            if (wanted is None or tp in wanted) and self.committed.get(tp) != offset
+        }
+
+    def mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
+        self.committed.update(offsets)
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.next.pop(tp, None)
+            self.committed.pop(tp, None)
+
+
+class _Run:
+    """What one group run did: records printed, and how it ended."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.interrupted = False
+        self.pipe_closed = False
+        self.commit_error: BaseException | None = None
+
+
+def _consume_group(args: argparse.Namespace) -> int:
+    if args.partition is not None or args.offset is not None:
+        raise CliError(
+            "--group cannot be used with --partition or --offset (the group assigns partitions)",
+            exit_code=2,
+        )
+    bootstrap = bootstrap_of(args)
+    run = _Run()
+    try:
+        run_async(_run_group, args, bootstrap, run)
+    except KeyboardInterrupt:  # a second Ctrl-C while committing
+        _finish(run.count)
+        raise
+    if run.pipe_closed:
+        silence_stdout()
+        return 0
+    _finish(run.count)
+    if run.commit_error is not None:
+        raise CliError(f"could not commit the printed records' offsets: {run.commit_error}")
+    return 130 if run.interrupted else 0
+
+
+async def _run_group(args: argparse.Namespace, bootstrap: str, run: _Run) -> None:
+    offsets = PrintedOffsets()
+    config: dict = {}
+    if args.max_messages is not None:
+        config["max_poll_records"] = min(500, args.max_messages)
+    async with open_consumer(
+        bootstrap,
+        group_id=args.group,
+        enable_auto_commit=False,
+        auto_offset_reset=EARLIEST if args.from_beginning else LATEST,
+        client_id=GROUP_CLIENT_ID,
+        **config,
+    ) as consumer:
+        await consumer.partitions_for(args.topic)  # a missing topic: one line, at once
+
+        async def commit(wanted: dict[TopicPartition, int]) -> None:
+            if wanted:
+                await consumer.commit(dict(wanted))
+                offsets.mark_committed(wanted)
+
+        async def on_revoked(partitions) -> None:
+            # Commit what was printed from them while they are still ours (Kafka's
+            # onPartitionsRevoked pattern), then forget them.
+            try:
+                await commit(offsets.pending(partitions))
+            except TributaryError as exc:
+                log.warning("commit before the rebalance failed: %s", exc)
+            offsets.forget(partitions)
+
+        def on_lost(partitions) -> None:  # the generation is gone: nothing can be committed
+            offsets.forget(partitions)
+
+        consumer.subscribe([args.topic], on_revoked=on_revoked, on_lost=on_lost)
+        async with trio.open_nursery() as nursery:
+            if threading.current_thread() is threading.main_thread():
+                await nursery.start(_stop_on_ctrl_c, nursery.cancel_scope, run)
+            await _group_loop(args, consumer, offsets, commit, run)
+            nursery.cancel_scope.cancel()
+        # Outside the cancelled scope: commit what was printed, then leave the group.
+        final = offsets.pending(consumer.assignment())
+        with trio.move_on_after(POSITION_WAIT_MS / 1000):  # for all of them together
+            for tp in sorted(consumer.assignment() - set(offsets.next)):
+                try:
+                    final[tp] = await consumer.position(tp)
+                except Exception as exc:  # no position yet: nothing to keep for it
+                    log.debug("no position for %s: %s", tp, exc)
+        try:
+            await commit(final)
+        except TributaryError as exc:
+            run.commit_error = exc
+
+
+async def _stop_on_ctrl_c(
+    scope: trio.CancelScope, run: _Run, *, task_status=trio.TASK_STATUS_IGNORED
+) -> None:
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            run.interrupted = True
+            scope.cancel()
+            return
+
+
+async def _group_loop(args, consumer, offsets: PrintedOffsets, commit, run: _Run) -> None:
+    out = sys.stdout
+    idle_s = math.inf if args.timeout_ms is None else args.timeout_ms / 1000
+    interval_s = args.commit_interval_ms / 1000
+    last_record_at = last_commit_at = trio.current_time()
+    while args.max_messages is None or run.count < args.max_messages:
+        now = trio.current_time()
+        if now - last_commit_at >= interval_s:
+            last_commit_at = now
+            try:
+                await commit(offsets.pending(consumer.assignment()))
+            except TributaryError as exc:  # a rebalance under way: the next one will do
+                log.info("periodic commit failed: %s", exc)
+        left = last_record_at + idle_s - trio.current_time()
+        if left <= 0:
+            break
+        records = await consumer.poll(min(left, interval_s, 1.0) * 1000)
+        if not records:
+            continue
+        last_record_at = trio.current_time()
+        if args.max_messages is not None:
+            records = records[: args.max_messages - run.count]
+        try:
+            for record in records:
+                out.write(format_record(record, args) + "\n")
+            out.flush()
+        except BrokenPipeError:  # the reader went away: what it got is not known
+            run.pipe_closed = True
+            return
+        offsets.printed(records)
+        run.count += len(records)
 
 
 def _finish(count: int) -> None:

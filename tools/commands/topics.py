@@ -1,7 +1,9 @@
 """`tributary topics create|list|describe|delete`, in the manner of kafka-topics.sh.
 
 How it works: each action opens an admin client (client/admin.py) on the bootstrap
-servers, does one thing and prints the result: `describe` as `kafka-topics --describe`
+servers, does one thing and prints the result: `list` the topic names, without internal
+topics such as `__consumer_offsets` unless `--include-internal`/`--all` asks (they can
+still be described by name); `describe` as `kafka-topics --describe`
 does (a topic line, then one tab-separated line per partition, with `Leader: none` for
 an offline partition and `Offline:` / `UnderReplicated: true` markers), or as JSON.
 """
@@ -48,8 +50,20 @@ def register(subparsers) -> None:
     add_bootstrap_option(create)
     create.set_defaults(handler=_create)
 
-    listing = actions.add_parser("list", help="list topic names")
-    listing.add_argument("--exclude-internal", action="store_true")
+    listing = actions.add_parser(
+        "list", help="list topic names (internal ones such as __consumer_offsets with --all)"
+    )
+    shown = listing.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--include-internal",
+        "--all",
+        dest="include_internal",
+        action="store_true",
+        help="also list internal topics (__consumer_offsets)",
+    )
+    shown.add_argument(
+        "--exclude-internal", action="store_true", help="hide internal topics (the default)"
+    )
     add_bootstrap_option(listing)
     listing.set_defaults(handler=_list)
 
@@ -143,7 +157,7 @@ def _list(args: argparse.Namespace) -> int:
 
     async def names() -> list[str]:
         async with open_admin(bootstrap) as admin:
-            return await admin.list_topics(include_internal=not args.exclude_internal)
+            return await admin.list_topics(include_internal=args.include_internal)
 
     for name in run_async(names):
         print(name)

@@ -11,6 +11,16 @@ listener is reachable from the host). The pure half (tools/cluster/watch_view.py
 builds the snapshot, diffs it against the previous one and renders the frame, which
 rich's `Live` redraws in place. Ctrl-C ends it with exit code 0.
 
+Consumer groups (unless `--no-groups`): in the same round as DescribeLogDirs, an admin
+client (client/admin.py, on the same connection pool, bootstrapped from the endpoints
+that answered) lists the groups of every broker, describes them in one DescribeGroups per
+coordinator and fetches each group's committed offsets (concurrently); the lag is then
+computed from the leaders' high watermarks the frame already has. The whole group round
+is bounded (`GROUP_ROUND_TIMEOUTS` x `--timeout`) and fails soft: if the groups cannot be
+listed the section shows "?" with the reason, if one group cannot be described or its
+offsets cannot be read only its cells show "?"; the partition view is never held up
+longer than that bound, nor broken.
+
 `--once` prints one frame (no events) and exits: 0, or 1 if ZooKeeper cannot be read.
 """
 
@@ -27,6 +37,7 @@ import trio
 from rich.console import Console
 from rich.live import Live
 
+from client.admin import Admin
 from client.connection import (
     BrokerConnectionError,
     BrokerUnavailableError,
@@ -45,6 +56,8 @@ DEFAULT_INTERVAL_S = 1.0
 MIN_INTERVAL_S = 0.1  # faster than this only loads ZooKeeper and the brokers
 DEFAULT_BROKER_TIMEOUT_S = 1.5  # a broker silent this long is shown as not answering
 ZOOKEEPER_TIMEOUT_S = 5.0  # connecting to ZooKeeper and each read
+
+GROUP_ROUND_TIMEOUTS = 3  # the group round may take this many broker timeouts
 
 Address = tuple[str, int]
 
@@ -74,6 +87,9 @@ def register_watch(subparsers) -> None:
         "--internal", action="store_true", help="also show internal topics (__consumer_offsets)"
     )
     watch.add_argument(
+        "--no-groups", action="store_true", help="do not ask the brokers for consumer groups"
+    )
+    watch.add_argument(
         "--width", type=int, default=None, help="columns to draw in (default: the terminal's)"
     )
     watch.set_defaults(handler=_watch)
@@ -90,13 +106,16 @@ class SnapshotReader:
         broker_timeout_s: float = DEFAULT_BROKER_TIMEOUT_S,
         zookeeper_timeout_s: float = ZOOKEEPER_TIMEOUT_S,
         known_brokers: Iterable[int] = (),
+        read_groups: bool = True,
     ):
         self.zookeeper = zookeeper
         self.pool = pool
         self.broker_timeout_s = broker_timeout_s
         self.zookeeper_timeout_s = zookeeper_timeout_s
         self.known_brokers = tuple(known_brokers)
+        self.read_groups = read_groups
         self._reachable: dict[int, Address] = {}  # the endpoint that worked last time
+        self._admin: Admin | None = None  # for the groups; rebuilt after a failure
 
     async def take(self, taken_at_ms: int) -> view.ClusterSnapshot:
         from tools.cluster.inspect import read_cluster
@@ -111,20 +130,89 @@ class SnapshotReader:
                 reason, taken_at_ms=taken_at_ms, zookeeper=self.zookeeper
             )
         answers: dict[int, dict | None] = {}
+        groups: list[view.GroupSnapshot] | None = None
+        groups_error: str | None = None
 
         async def ask(broker_id: int, endpoints: list[Address]) -> None:
             answers[broker_id] = await self._describe_log_dirs(broker_id, endpoints)
 
+        async def ask_groups() -> None:
+            nonlocal groups, groups_error
+            groups, groups_error = await self._read_groups(cluster)
+
         async with trio.open_nursery() as nursery:
             for broker_id, registration in cluster.brokers.items():
                 nursery.start_soon(ask, broker_id, _endpoints(registration))
+            if self.read_groups and cluster.brokers:
+                nursery.start_soon(ask_groups)
+        if self.read_groups and not cluster.brokers:
+            groups_error = "no broker registered"
         return view.build_snapshot(
             cluster,
             answers,
             taken_at_ms=taken_at_ms,
             zookeeper=self.zookeeper,
             known_brokers=self.known_brokers,
+            groups=groups,
+            groups_error=groups_error,
         )
+
+    async def _read_groups(self, cluster) -> tuple[list[view.GroupSnapshot] | None, str | None]:
+        """Every group with its description and committed offsets, or (None, why not)."""
+        with trio.move_on_after(self.broker_timeout_s * GROUP_ROUND_TIMEOUTS):
+            try:
+                return await self._ask_groups(cluster), None
+            except Exception as exc:  # any failure: "?" in the view, never a crash
+                self._admin = None
+                log.debug("reading the consumer groups failed", exc_info=True)
+                return None, _reason(exc)
+        self._admin = None
+        return None, "no answer in time"
+
+    async def _ask_groups(self, cluster) -> list[view.GroupSnapshot]:
+        if self._admin is None:
+            admin = Admin(
+                self.pool,
+                self._bootstrap(cluster),
+                request_timeout_ms=self.broker_timeout_s * 1000,
+            )
+            await admin.start()
+            self._admin = admin
+        admin = self._admin
+        listings = sorted(await admin.list_groups(), key=lambda g: g.group_id)
+        ids = [g.group_id for g in listings]
+        descriptions: dict[str, object] = {}
+        committed: dict[str, dict] = {}
+
+        async def describe() -> None:
+            try:
+                for d in await admin.describe_groups(ids):
+                    descriptions[d.group_id] = d
+            except Exception as exc:  # only these cells show "?"
+                log.debug("describing the groups failed: %s", exc)
+
+        async def offsets(group_id: str) -> None:
+            try:
+                committed[group_id] = dict(await admin.list_group_offsets(group_id))
+            except Exception as exc:
+                log.debug("offsets of group %s: %s", group_id, exc)
+
+        if ids:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(describe)
+                for group_id in ids:
+                    nursery.start_soon(offsets, group_id)
+        return [
+            view.group_snapshot(g, descriptions.get(g.group_id), committed.get(g.group_id))
+            for g in listings
+        ]
+
+    def _bootstrap(self, cluster) -> list[str]:
+        """Endpoints that answered before first, then every registered one."""
+        found: list[Address] = [a for a in self._reachable.values()]
+        for registration in cluster.brokers.values():
+            found += [e for e in _endpoints(registration) if e not in found]
+        return [f"{host}:{port}" for host, port in found]
 
     async def _describe_log_dirs(
         self, broker_id: int, endpoints: list[Address]
@@ -162,6 +250,12 @@ def _endpoints(registration) -> list[Address]:
     return found
 
 
+def _reason(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
+
+
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -175,15 +269,25 @@ def _watch(args) -> int:
     zookeeper, known_brokers = _target(args)
     console = Console(width=args.width) if args.width else Console()
     options = dict(show_internal=args.internal)
+    groups = not args.no_groups
     with _quiet_connection_warnings():
         if args.once:
-            snapshot = trio.run(_take_once, zookeeper, args.timeout, known_brokers)
+            snapshot = trio.run(_take_once, zookeeper, args.timeout, known_brokers, groups)
             if snapshot.error is not None:
                 raise CliError(f"cannot read ZooKeeper at {zookeeper}: {snapshot.error}")
             console.print(view.render(snapshot, show_events=False, **options))
             return 0
         try:
-            trio.run(_live, console, zookeeper, args.interval, args.timeout, known_brokers, options)
+            trio.run(
+                _live,
+                console,
+                zookeeper,
+                args.interval,
+                args.timeout,
+                known_brokers,
+                options,
+                groups,
+            )
         except KeyboardInterrupt:  # Ctrl-C before our handler was installed
             pass
     return 0
@@ -191,14 +295,17 @@ def _watch(args) -> int:
 
 @contextmanager
 def _quiet_connection_warnings():
-    """A silent broker is shown in the view; its timeout warning would garble the screen."""
-    logger = logging.getLogger("client.connection")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    """A silent broker is shown in the view; its timeout warning (from the connections, or
+    from the admin client's group round) would garble the screen."""
+    loggers = [logging.getLogger(name) for name in ("client.connection", "client.admin")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _target(args) -> tuple[str, tuple[int, ...]]:
@@ -218,11 +325,15 @@ def _target(args) -> tuple[str, tuple[int, ...]]:
 
 
 async def _take_once(
-    zookeeper: str, timeout_s: float, known_brokers: tuple[int, ...]
+    zookeeper: str, timeout_s: float, known_brokers: tuple[int, ...], groups: bool = True
 ) -> view.ClusterSnapshot:
     async with open_connection_pool(connect_timeout_s=timeout_s) as pool:
         reader = SnapshotReader(
-            zookeeper, pool, broker_timeout_s=timeout_s, known_brokers=known_brokers
+            zookeeper,
+            pool,
+            broker_timeout_s=timeout_s,
+            known_brokers=known_brokers,
+            read_groups=groups,
         )
         return await reader.take(_wall_clock_ms())
 
@@ -234,6 +345,7 @@ async def _live(
     timeout_s: float,
     known_brokers: tuple[int, ...],
     options: dict,
+    groups: bool = True,
 ) -> None:
     history = view.WatchHistory()
     async with trio.open_nursery() as nursery:
@@ -247,7 +359,11 @@ async def _live(
         nursery.start_soon(quit_on_ctrl_c)
         async with open_connection_pool(connect_timeout_s=timeout_s) as pool:
             reader = SnapshotReader(
-                zookeeper, pool, broker_timeout_s=timeout_s, known_brokers=known_brokers
+                zookeeper,
+                pool,
+                broker_timeout_s=timeout_s,
+                known_brokers=known_brokers,
+                read_groups=groups,
             )
             with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
                 while True:
