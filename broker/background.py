@@ -13,7 +13,8 @@ what comes back, nothing more:
   it sooner;
 - `checkpointer`, `retention`, `flusher`: HW and recovery-point checkpoints, retention,
   and `flush.ms`/`flush.messages` fsyncs, each on its Kafka interval;
-- `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval.
+- `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
+- `log_cleaner` (when set, `broker/log_cleaner.py`): compaction of `compact` logs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import trio
 from broker.core.log.manager import LogManager
 from broker.core.partition import IsrUpdate
 from broker.core.replica_manager import ReplicaManager
+from broker.log_cleaner import LogCleanerTask
 from broker.zk_gateway import BrokerZkGateway
 from server_common.jsonl import JsonLinesFile
 from server_common.metrics import MetricsRegistry
@@ -73,6 +75,7 @@ class BackgroundTasks:
         self.metrics_path = metrics_path
         self.replica_manager: ReplicaManager | None = None
         self.log_manager: LogManager | None = None
+        self.log_cleaner: LogCleanerTask | None = None  # set by the server when enabled
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrUpdate](math.inf)
         self._reaper_wakeup = trio.Event()
 
@@ -99,6 +102,8 @@ class BackgroundTasks:
             self.metrics_snapshots,
         ):
             nursery.start_soon(task)
+        if self.log_cleaner is not None:
+            nursery.start_soon(self.log_cleaner.run)
 
     # -- tasks ---------------------------------------------------------------------------
     async def isr_writer(self) -> None:

@@ -12,7 +12,8 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   served by `server_common.network.serve_connection`, one task per connection;
 - `FetcherManager` (fetcher.py): one fetcher task per leader this broker follows;
 - `BackgroundTasks` (background.py): ISR writes, ISR shrink and propagation, delayed
-  operation expiry, checkpoints, retention, flushes, metrics snapshots;
+  operation expiry, checkpoints, retention, flushes, metrics snapshots, and the log
+  cleaner (log_cleaner.py) that compacts `compact` topics;
 - `GroupService` and `GroupHandlers` (group_service.py, group_handlers.py): the consumer
   group coordinator for the `__consumer_offsets` partitions this broker leads.
 
@@ -44,6 +45,7 @@ from broker.fetcher import FetcherContext, FetcherManager
 from broker.group_handlers import GroupHandlers
 from broker.group_service import GroupService, group_config
 from broker.handlers import RequestHandlers
+from broker.log_cleaner import LogCleanerTask
 from broker.metadata_changes import MetadataChanges
 from broker.registration import BrokerIdentity, Registration
 from broker.topic_configs import TopicConfigs
@@ -140,6 +142,13 @@ class BrokerServer:
             followers_changed=self._replicas_changed,
         )
         self.background.attach(self.replica_manager, self.log_manager)
+        self.background.log_cleaner = LogCleanerTask.for_broker(
+            self.config,
+            self.log_manager,
+            self.replica_manager.high_watermarks,
+            self.now_ms,
+            self.metrics,
+        )
         admin = AdminHandlers(
             self.gateway,
             self.metadata_cache,

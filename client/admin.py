@@ -43,6 +43,7 @@ from client.group_offsets import (
     offset_commit_request,
     offset_fetch_request,
 )
+from client.list_offsets import list_offsets_from
 from client.metadata import (
     BrokerInfo,
     ClusterView,
@@ -623,27 +624,14 @@ class Admin:
     ) -> dict[TopicPartition, tuple[ErrorCode, int]]:
         broker = cluster.broker(leader)
         assert broker is not None
-        by_topic: dict[str, list[m.ListOffsetsPartition]] = {}
-        for tp in tps:
-            info = cluster.partition(tp)
-            by_topic.setdefault(tp.topic, []).append(
-                m.ListOffsetsPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=info.leader_epoch if info is not None else -1,
-                    timestamp=timestamp,
-                )
-            )
-        request = m.ListOffsetsRequest(
-            topics=[m.ListOffsetsTopic(name=t, partitions=p) for t, p in by_topic.items()]
+        found = await list_offsets_from(
+            self._pool,
+            broker.address,
+            cluster,
+            dict.fromkeys(tps, timestamp),
+            self.request_timeout_ms / 1000,
         )
-        response = await self._pool.request(
-            *broker.address, request, timeout_s=self.request_timeout_ms / 1000
-        )
-        return {
-            TopicPartition(t.name, p.partition): (ErrorCode.from_code(p.error_code), p.offset)
-            for t in response.topics
-            for p in t.partitions
-        }
+        return {tp: (code, offset) for tp, (code, offset, _) in found.items()}
 
     # --- consumer groups -------------------------------------------------------------
 

@@ -57,6 +57,7 @@ from client.group_coordinator import (
 from client.group_membership import CommitFailedError as CommitFailedError
 from client.group_membership import RebalanceInProgressError as RebalanceInProgressError
 from client.group_offsets import CommittedOffset, OffsetAndEpoch
+from client.list_offsets import list_offsets_from
 from client.metadata import (
     DEFAULT_METADATA_MAX_AGE_MS,
     Metadata,
@@ -934,32 +935,13 @@ class Consumer:
         self, address: tuple[str, int], timestamps: dict[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[ErrorCode, int, int]]:
         """One ListOffsets request: (error, offset, timestamp) per partition."""
-        cluster = self.metadata.cluster
-        topics: dict[str, list[m.ListOffsetsPartition]] = {}
-        for tp, timestamp in timestamps.items():
-            info = cluster.partition(tp)
-            topics.setdefault(tp.topic, []).append(
-                m.ListOffsetsPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=info.leader_epoch if info is not None else -1,
-                    timestamp=timestamp,
-                )
-            )
-        request = m.ListOffsetsRequest(
-            topics=[m.ListOffsetsTopic(name=t, partitions=p) for t, p in topics.items()]
+        return await list_offsets_from(
+            self._pool,
+            address,
+            self.metadata.cluster,
+            timestamps,
+            self.request_timeout_ms / 1000,
         )
-        response = await self._pool.request(
-            *address, request, timeout_s=self.request_timeout_ms / 1000
-        )
-        return {
-            TopicPartition(topic.name, p.partition): (
-                ErrorCode.from_code(p.error_code),
-                p.offset,
-                p.timestamp,
-            )
-            for topic in response.topics
-            for p in topic.partitions
-        }
 
     async def _list_offsets(
         self, timestamps: dict[TopicPartition, int]

@@ -39,6 +39,7 @@ from broker.core.isr import (
     PendingShrinkIsr,
     ordered,
 )
+from broker.core.log.errors import KeylessRecordError
 from broker.core.replica import FollowerState
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
@@ -252,7 +253,10 @@ class Partition:
                 f"ISR {list(self.isr)} of {self.topic_partition} is smaller than "
                 f"min.insync.replicas={self.min_insync_replicas}",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        try:
+            info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        except KeylessRecordError as exc:
+            raise PartitionError(ErrorCode.INVALID_RECORD, str(exc)) from None
         self.maybe_increment_hw(now_ms)
         return info
 

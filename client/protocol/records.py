@@ -15,7 +15,10 @@ Who uses what:
 - the client calls `build_batch` (and the consumer `decode_batches`);
 - the broker calls `validate_batches` (header + CRC, no per-record work) and
   `assign_offsets`, then stores the bytes untouched;
-- readers of the log (consumer, Spark) call `iter_batches`/`decode_records`.
+- readers of the log (consumer, Spark) call `iter_batches`/`decode_records`;
+- the log cleaner calls `record_keys` (offsets and keys, for its offset map) and
+  `filter_batch`, which rewrites a batch keeping only some records: the batch keeps its
+  base offset and offset span, so it may hold fewer records than offsets (gaps).
 
 Errors are values of `RecordError` (a `ValueError`): `CorruptRecordError` when bytes are
 damaged (bad CRC, torn or short data, impossible length), `InvalidRecordError` when bytes
@@ -28,7 +31,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c
@@ -57,8 +60,10 @@ __all__ = [
     "build_batch",
     "decode_batches",
     "decode_records",
+    "filter_batch",
     "iter_batches",
     "read_header",
+    "record_keys",
     "stamped_header",
     "validate_batch",
     "validate_batches",
@@ -471,17 +476,12 @@ def stamped_header(
 # --------------------------------------------------------------------------- decoding
 
 
-def decode_records(batch: bytes | bytearray | memoryview) -> list[DecodedRecord]:
-    """The records of the single batch `batch` (not CRC-checked: validate first).
-
-    With LogAppendTime every record carries the batch's max timestamp, as in Kafka.
-    """
-    header = read_header(batch)
+def _payload_entries(view: memoryview, header: BatchHeader) -> list:
+    """The raw msgpack entries `[offset_delta, timestamp_delta, key, value, headers]`."""
     size = header.size
-    if size < BATCH_OVERHEAD or size > len(batch):
-        raise CorruptRecordError(f"batch claims {size} bytes, {len(batch)} present")
+    if size < BATCH_OVERHEAD or size > len(view):
+        raise CorruptRecordError(f"batch claims {size} bytes, {len(view)} present")
     _check_codec(header.attributes)
-    view = batch if isinstance(batch, memoryview) else memoryview(batch)
     try:
         payload = _DECOMPRESS[header.attributes & _CODEC_MASK](view[BATCH_OVERHEAD:size])
         entries = msgpack.unpackb(payload, raw=False, use_list=True)
@@ -494,6 +494,17 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[DecodedRecord]
             f"batch at offset {header.base_offset} says {header.records_count} records, "
             f"payload holds {len(entries) if isinstance(entries, list) else 'no list'}"
         )
+    return entries
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[DecodedRecord]:
+    """The records of the single batch `batch` (not CRC-checked: validate first).
+
+    With LogAppendTime every record carries the batch's max timestamp, as in Kafka.
+    """
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    header = read_header(view)
+    entries = _payload_entries(view, header)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
@@ -523,3 +534,73 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> list[DecodedRecord]:
     for pos, header in iter_batches(view):
         out.extend(decode_records(view[pos : pos + header.size]))
     return out
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+def record_keys(batch: bytes | bytearray | memoryview) -> list[tuple[int, bytes | None]]:
+    """(offset, key) of every record of the single batch `batch` (not CRC-checked)."""
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    header = read_header(view)
+    base = header.base_offset
+    try:
+        return [(base + entry[0], entry[2]) for entry in _payload_entries(view, header)]
+    except (TypeError, IndexError) as exc:
+        raise InvalidRecordError(f"malformed record in batch at offset {base}: {exc}") from exc
+
+
+def filter_batch(
+    batch: bytes | bytearray | memoryview,
+    keep: Callable[[int, bytes | None, bytes | None], bool],
+    *,
+    keep_empty: bool = False,
+) -> bytes | bytearray | memoryview | None:
+    """The single batch `batch` with only the records for which `keep(offset, key, value)`.
+
+    Returns `batch` itself when every record is kept, and None when none is (unless
+    `keep_empty`: then a batch with no records). Otherwise a new batch as Kafka's cleaner
+    writes one: the same base offset, offset span (`last_offset_delta`), leader epoch,
+    producer fields, codec and timestamp type, holding fewer records than offsets; its
+    max timestamp is that of the records kept (the header's, for LogAppendTime or when
+    empty). Records keep their offsets and timestamps.
+    """
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    header = read_header(view)
+    base = header.base_offset
+    entries = _payload_entries(view, header)
+    try:
+        kept = [entry for entry in entries if keep(base + entry[0], entry[2], entry[3])]
+    except (TypeError, IndexError) as exc:
+        raise InvalidRecordError(f"malformed record in batch at offset {base}: {exc}") from exc
+    if len(kept) == len(entries):
+        return batch
+    if not kept and not keep_empty:
+        return None
+    base_timestamp = header.base_timestamp
+    if kept and not header.attributes & _TIMESTAMP_TYPE_BIT:
+        max_timestamp = base_timestamp + max(entry[1] for entry in kept)
+    else:
+        max_timestamp = header.max_timestamp
+    codec = header.attributes & _CODEC_MASK
+    payload = _COMPRESS[codec](msgpack.packb(kept, use_bin_type=True))
+    packed = bytearray(
+        _HEADER.pack(
+            base,
+            BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+            header.partition_leader_epoch,
+            CURRENT_MAGIC,
+            0,
+            header.attributes,
+            header.last_offset_delta,
+            base_timestamp if kept else max_timestamp,
+            max_timestamp,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            len(kept),
+        )
+    )
+    crc = crc32c.crc32c(payload, value=crc32c.crc32c(packed[_ATTRIBUTES_POS:]))
+    _UINT32.pack_into(packed, _CRC_POS, crc)
+    return bytes(packed) + payload

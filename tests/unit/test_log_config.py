@@ -21,6 +21,10 @@ def test_defaults_are_kafkas():
         "flush.ms": str(2**63 - 1),
         "message.timestamp.type": "CreateTime",
         "cleanup.policy": "delete",
+        "delete.retention.ms": "86400000",
+        "min.cleanable.dirty.ratio": "0.5",
+        "min.compaction.lag.ms": "0",
+        "max.compaction.lag.ms": str(2**63 - 1),
         "min.insync.replicas": "1",
         "unclean.leader.election.enable": "false",
     }
@@ -63,11 +67,57 @@ def test_defaults_and_merging():
         ({"unclean.leader.election.enable": "yes"}, "not true or false"),
         ({"message.timestamp.type": "WallClock"}, "not one of CreateTime, LogAppendTime"),
         ({"cleanup.policy": "delete,shred"}, "comma-separated list of compact and delete"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, r"min.cleanable.dirty.ratio: 1.5 is out of range"),
+        ({"min.cleanable.dirty.ratio": "half"}, "min.cleanable.dirty.ratio: 'half' is not a"),
+        ({"delete.retention.ms": "-1"}, "delete.retention.ms: -1 is out of range"),
+        ({"min.compaction.lag.ms": "-1"}, "min.compaction.lag.ms: -1 is out of range"),
+        ({"max.compaction.lag.ms": "0"}, "max.compaction.lag.ms: 0 is out of range"),
+        (
+            {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
+            "min.compaction.lag.ms 10 is above max.compaction.lag.ms 5",
+        ),
     ],
 )
 def test_bad_properties_raise_config_error_naming_the_key(props, message):
     with pytest.raises(ConfigError, match=message):
         LogConfig.from_properties(props)
+
+
+def test_compaction_settings_parse_and_round_trip():
+    config = LogConfig.from_properties(
+        {
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": "0.25",
+            "delete.retention.ms": "1000",
+            "min.compaction.lag.ms": "5",
+            "max.compaction.lag.ms": "60000",
+        }
+    )
+    assert config.compact_enabled and not config.delete_enabled
+    assert (config.min_cleanable_dirty_ratio, config.delete_retention_ms) == (0.25, 1000)
+    assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (5, 60000)
+    assert LogConfig.from_properties(config.to_properties()) == config
+    assert LogConfig(min_cleanable_dirty_ratio=1).min_cleanable_dirty_ratio == 1.0
+
+
+def test_broker_defaults_reach_the_topic_configs():
+    from broker.config import BrokerConfig
+
+    broker = BrokerConfig(
+        {
+            "broker.id": "1",
+            "listeners": "PLAINTEXT://localhost:9092",
+            "log.dirs": "/tmp/unused",
+            "log.cleanup.policy": "compact,delete",
+            "log.cleaner.min.cleanable.ratio": "0.1",
+            "log.cleaner.delete.retention.ms": "7",
+            "log.cleaner.min.compaction.lag.ms": "3",
+        }
+    )
+    config = LogConfig.from_properties(broker.default_topic_properties())
+    assert config.compact_enabled and config.delete_enabled
+    assert (config.min_cleanable_dirty_ratio, config.delete_retention_ms) == (0.1, 7)
+    assert config.min_compaction_lag_ms == 3
 
 
 def test_direct_construction_is_validated_too():

@@ -32,9 +32,9 @@ _CLEANUP_POLICIES = ("compact", "delete")
 
 class _Spec(NamedTuple):
     field: str
-    kind: str  # "int" (Java int), "long", "bool", "timestamp_type", "cleanup_policy"
-    minimum: int | None = None
-    maximum: int | None = None
+    kind: str  # "int" (Java int), "long", "double", "bool", "timestamp_type", "cleanup_policy"
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 # Kafka's validators (LogConfig.scala in 2.8), except segment.index.bytes: Kafka allows 0,
@@ -51,6 +51,10 @@ _SPECS: dict[str, _Spec] = {
     "flush.ms": _Spec("flush_ms", "long", 0, LONG_MAX),
     "message.timestamp.type": _Spec("message_timestamp_type", "timestamp_type"),
     "cleanup.policy": _Spec("cleanup_policy", "cleanup_policy"),
+    "delete.retention.ms": _Spec("delete_retention_ms", "long", 0, LONG_MAX),
+    "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", "double", 0, 1),
+    "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", "long", 0, LONG_MAX),
+    "max.compaction.lag.ms": _Spec("max_compaction_lag_ms", "long", 1, LONG_MAX),
     "min.insync.replicas": _Spec("min_insync_replicas", "int", 1, INT_MAX),
     "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", "bool"),
 }
@@ -68,6 +72,11 @@ def _parse(name: str, spec: _Spec, raw: Any) -> Any:
             return int(text, 10)
         except ValueError:
             raise ConfigError(f"topic config {name}: {raw!r} is not an integer") from None
+    if spec.kind == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"topic config {name}: {raw!r} is not a number") from None
     if spec.kind == "bool":
         lowered = text.lower()
         if lowered not in ("true", "false"):
@@ -90,6 +99,14 @@ def _check(name: str, spec: _Spec, value: Any) -> Any:
         if not lo <= value <= hi:
             raise ConfigError(f"topic config {name}: {value} is out of range [{lo}, {hi}]")
         return value
+    if spec.kind == "double":
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ConfigError(f"topic config {name}: {value!r} is not a number")
+        if not spec.minimum <= value <= spec.maximum:
+            raise ConfigError(
+                f"topic config {name}: {value} is out of range [{spec.minimum}, {spec.maximum}]"
+            )
+        return float(value)
     if spec.kind == "bool":
         if not isinstance(value, bool):
             raise ConfigError(f"topic config {name}: {value!r} is not a boolean")
@@ -126,6 +143,10 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     message_timestamp_type: str = CREATE_TIME
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
 
@@ -133,6 +154,11 @@ class LogConfig:
         for name, spec in _SPECS.items():
             value = _check(name, spec, getattr(self, spec.field))
             object.__setattr__(self, spec.field, value)
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ConfigError(
+                f"topic config min.compaction.lag.ms {self.min_compaction_lag_ms} is above "
+                f"max.compaction.lag.ms {self.max_compaction_lag_ms}"
+            )
 
     # ------------------------------------------------------------------ derived views
 

@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError",
     "CorruptRecordError",
     "InvalidRecordError",
+    "KeylessRecordError",
     "LogDirLockedError",
     "LogError",
     "OffsetOutOfRangeError",
@@ -46,6 +47,12 @@ class CheckpointError(LogError):
 
 class ConfigError(LogError, ValueError):
     """An unknown topic config name or a bad value; the message says which and why."""
+
+
+class KeylessRecordError(InvalidRecordError):
+    """A record without a key was produced to a compacted topic (Kafka rejects it with
+    INVALID_RECORD: compaction keeps the newest record per key, so a keyless one has no
+    place)."""
 
 
 class LogDirLockedError(LogError):

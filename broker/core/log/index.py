@@ -166,6 +166,14 @@ class _SparseIndex:
     def flush(self) -> None:
         self._file.flush()
 
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def set_path(self, path: Path) -> None:
+        """The file was renamed to `path` (an open handle stays valid; a reopen uses it)."""
+        self._file.path = path
+
     def close(self) -> None:
         self._file.close()
 

@@ -14,9 +14,14 @@ How it works:
 - Durability is the OS's unless `flush.messages`/`flush.ms` ask for fsync; `flush`
   advances the recovery point. Rolling does not fsync (the LogManager's periodic
   `flush_dirty` flushes rolled segments, as Kafka's scheduled "flush-log" task does).
-- `open` recovers: segments from the one holding the recovery point onward (and any
+- `open` recovers: first it finishes or undoes a segment replacement a crash interrupted
+  (`swap.py`); then segments from the one holding the recovery point onward (and any
   segment whose index files are missing or inconsistent) are re-read batch by batch; the
   first torn or corrupt batch and everything after it is cut away, with one WARNING.
+- Compaction (`cleaner.py`) replaces closed segments by cleaned ones through
+  `replace_segments`; the log keeps the cleaner checkpoint (the offset below which it is
+  clean), lowered by truncation. With `cleanup.policy` compact, the leader refuses
+  records without a key (`KeylessRecordError`), as Kafka does.
 
 Truncation works on batch boundaries: `truncate_to(n)` removes the whole batch holding
 offset n, so the LEO afterwards is that batch's base offset (<= n).
@@ -38,6 +43,7 @@ from broker.core.log.config import INT_MAX, LogConfig
 from broker.core.log.errors import (
     CheckpointError,
     InvalidRecordError,
+    KeylessRecordError,
     LogError,
     OffsetOutOfRangeError,
     RecordError,
@@ -52,11 +58,13 @@ from broker.core.log.segment import (
     BatchPlacement,
     LogSegment,
 )
+from broker.core.log.swap import FileOps, recover_interrupted_swaps, replace_segment_files
 from client.protocol.records import (
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
+    record_keys,
     stamped_header,
     validate_batches,
 )
@@ -153,6 +161,7 @@ class Log:
         self._bases: list[int] = []
         self._log_start_offset = 0
         self._recovery_point = 0
+        self._cleaner_checkpoint = 0
         self._last_flush_ms = now_ms
         self._dir_dirty = False
         self._closed = False
@@ -191,6 +200,7 @@ class Log:
         log_start_offset: int | None,
         had_clean_shutdown: bool,
     ) -> None:
+        recover_interrupted_swaps(self._dir)
         self._remove_temp_files()
         bases = sorted(
             int(m.group(1))
@@ -378,6 +388,15 @@ class Log:
         return self._recovery_point
 
     @property
+    def cleaner_checkpoint(self) -> int:
+        """The log cleaner's checkpoint: offsets below it were clean after its last pass
+        (it may lie below the log start offset; `cleaner.py` clamps it)."""
+        return self._cleaner_checkpoint
+
+    def update_cleaner_checkpoint(self, offset: int) -> None:
+        self._cleaner_checkpoint = max(0, offset)
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
@@ -417,6 +436,8 @@ class Log:
         headers = validate_batches(records, strict=True)
         if not headers:
             return self._empty_append_info()
+        if self._config.compact_enabled:
+            self._check_keys(records, headers)
         config = self._config
         limit = config.max_message_bytes
         append_time = now_ms if config.log_append_time else None
@@ -452,6 +473,21 @@ class Log:
             info = info._replace(log_append_time_ms=append_time)
         self._maybe_flush_after_append(now_ms)
         return info
+
+    def _check_keys(self, records: bytes | bytearray | memoryview, headers) -> None:
+        """KeylessRecordError if a record has no key (Kafka's LogValidator for compacted
+        topics). Decodes the records: only compacted topics pay for it."""
+        view = memoryview(records)
+        position = 0
+        for header in headers:
+            size = LOG_OVERHEAD + header[1]
+            for offset, key in record_keys(view[position : position + size]):
+                if key is None:
+                    raise KeylessRecordError(
+                        f"{self._tp}: compacted topic cannot accept a record without a key "
+                        f"(record {offset - header[0]} of a batch)"
+                    )
+            position += size
 
     def append_as_follower(self, records: bytes | bytearray, now_ms: int) -> LogAppendInfo:
         """Append batches copied from the leader, keeping their offsets and epochs.
@@ -696,6 +732,7 @@ class Log:
         self._epoch_cache.truncate_from_end(new_leo)
         self._log_start_offset = min(self._log_start_offset, new_leo)
         self._recovery_point = min(self._recovery_point, new_leo)
+        self._cleaner_checkpoint = min(self._cleaner_checkpoint, new_leo)
         logger.info("Log %s: truncated from %d to %d", self._tp, leo, new_leo)
         return True
 
@@ -710,7 +747,41 @@ class Log:
         self._epoch_cache.clear()
         self._log_start_offset = offset
         self._recovery_point = offset
+        self._cleaner_checkpoint = offset
         logger.info("Log %s: truncated fully, restarting at offset %d", self._tp, offset)
+
+    # ================================================================== compaction
+
+    def replace_segments(
+        self, new: LogSegment, old: Sequence[LogSegment], ops: FileOps | None = None
+    ) -> None:
+        """Put the cleaned segment `new` (flushed, its files suffixed `.cleaned`, its base
+        offset the first old one's) in place of `old`, consecutive closed segments of this
+        log, on disk (crash-safely, `swap.py`) and in memory.
+
+        LogError, with nothing changed, when `old` is no longer a run of this log's closed
+        segments (retention or truncation got there first): the caller deletes `new`.
+        """
+        self._check_open()
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        last = first + len(old) if first is not None else 0
+        if (
+            first is None
+            or last >= len(self._segments)
+            or any(a is not b for a, b in zip(self._segments[first:last], old, strict=False))
+            or new.base_offset != old[0].base_offset
+        ):
+            raise LogError(f"{self._tp}: the segments to replace are no longer in the log")
+        replace_segment_files(self._dir, new, old, ops or FileOps())
+        self._segments[first:last] = [new]
+        self._bases[first:last] = [new.base_offset]
+        logger.info(
+            "Log %s: replaced %d segment(s) from offset %d by a cleaned one (%d bytes)",
+            self._tp,
+            len(old),
+            new.base_offset,
+            new.size,
+        )
 
     # ================================================================== retention
 

@@ -7,6 +7,8 @@ the same dir gets `LogDirLockedError`), reads the checkpoint files, and opens ev
 - `recovery-point-offset-checkpoint` says, per partition, up to where the log is known to
   be on disk; segments from there on are re-validated. `log-start-offset-checkpoint`
   restores log start offsets that lie inside a segment.
+- `cleaner-offset-checkpoint` gives each log its cleaner checkpoint (where compaction
+  stopped); the cleaner writes it after every pass (`checkpoint_cleaner_offsets`).
 - `.kafka_cleanshutdown`, written by `close()` after everything was flushed, lets the next
   start skip recovery; it is removed (durably) once the logs are open.
 - A checkpoint that cannot be parsed is logged as one line and ignored: every log is then
@@ -38,6 +40,7 @@ from broker.core.log.log import Log, parse_topic_partition
 from client.protocol.types import TopicPartition
 
 __all__ = [
+    "CLEANER_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
     "HIGH_WATERMARK_CHECKPOINT",
     "LOCK_FILE",
@@ -51,6 +54,7 @@ logger = logging.getLogger(__name__)
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
@@ -90,6 +94,7 @@ class LogManager:
         self._recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT)
         self._log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT)
         self._high_watermarks = OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT)
+        self._cleaner_offsets = OffsetCheckpointFile(log_dir / CLEANER_CHECKPOINT)
 
     @classmethod
     def open(
@@ -130,6 +135,10 @@ class LogManager:
             self._log_starts, "log start offsets fall back to the first segment"
         )
         log_starts = log_starts or {}
+        cleaned = self._read_checkpoint(
+            self._cleaner_offsets, "compacted logs are cleaned again from their start"
+        )
+        cleaned = cleaned or {}
         for name in sorted(os.listdir(self._dir)):
             path = self._dir / name
             if not path.is_dir():
@@ -153,6 +162,7 @@ class LogManager:
                 log_start_offset=log_starts.get(tp),
                 had_clean_shutdown=clean,
             )
+            self._logs[tp].update_cleaner_checkpoint(cleaned.get(tp, 0))
         if marker.exists():
             marker.unlink()
             fsync_dir(self._dir)
@@ -226,6 +236,13 @@ class LogManager:
     def checkpoint_log_start_offsets(self) -> None:
         self._log_starts.write({tp: log.log_start_offset for tp, log in self._logs.items()})
 
+    def checkpoint_cleaner_offsets(self) -> None:
+        """Write `cleaner-offset-checkpoint`: the cleaner checkpoint of every log that has
+        one (Kafka's LogCleanerManager keeps this file)."""
+        self._cleaner_offsets.write(
+            {tp: log.cleaner_checkpoint for tp, log in self._logs.items() if log.cleaner_checkpoint}
+        )
+
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         """The `replication-offset-checkpoint`; {} (logged) if missing or bad."""
         high_watermarks = self._read_checkpoint(
@@ -274,6 +291,7 @@ class LogManager:
         try:
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
+            self.checkpoint_cleaner_offsets()
             if clean:
                 write_atomically(self._dir / CLEAN_SHUTDOWN_FILE, "")
         finally:

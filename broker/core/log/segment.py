@@ -15,13 +15,17 @@ until the batch whose last offset >= N. Nothing here decodes records, except
 
 `recover` re-reads the whole file, checks each batch's length and CRC, rebuilds both
 indexes, and cuts the file at the first torn or corrupt batch, reporting where and why.
+
+A segment's three files may carry a suffix after their usual names (`.cleaned`, `.swap`,
+`.deleted`: the log cleaner's crash-safe replacement, see `swap.py`); `change_file_suffix`
+renames all three.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -95,9 +99,10 @@ class LogSegment:
         created_ms: int,
         offset_index: OffsetIndex,
         time_index: TimeIndex,
+        suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         self.offset_index = offset_index
         self.time_index = time_index
         self.index_interval_bytes = index_interval_bytes
@@ -124,9 +129,11 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> LogSegment:
-        """A new empty segment (leftover files with the same name are emptied)."""
-        log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        """A new empty segment (leftover files with the same name are emptied); with a
+        `suffix`, its files are named `<base>.log<suffix>`, `<base>.index<suffix>`..."""
+        log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         with open(log_path, "wb"):
             pass
         return cls(
@@ -135,15 +142,16 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             created_ms=now_ms,
             offset_index=OffsetIndex.create(
-                directory / segment_file_name(base_offset, INDEX_SUFFIX),
+                directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
                 base_offset,
                 max_index_bytes,
             ),
             time_index=TimeIndex.create(
-                directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+                directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
                 base_offset,
                 max_index_bytes,
             ),
+            suffix=suffix,
         )
 
     @classmethod
@@ -320,6 +328,41 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
+    def file_paths(self) -> list[Path]:
+        """The segment's files: the log first, then its indexes."""
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def change_file_suffix(
+        self,
+        old_suffix: str,
+        new_suffix: str,
+        rename: Callable[[Path, Path], None] = os.replace,
+    ) -> None:
+        """Rename the three files from `<name><old_suffix>` to `<name><new_suffix>`, the log
+        first (Kafka's changeFileSuffixes); index files that are missing are skipped (a
+        missing index is rebuilt when the segment loads). Open handles stay valid."""
+        files = (
+            (self.log_path, self._set_log_path),
+            (self.offset_index.path, self.offset_index.set_path),
+            (self.time_index.path, self.time_index.set_path),
+        )
+        for number, (path, set_path) in enumerate(files):
+            if not path.name.endswith(old_suffix):
+                raise ValueError(f"{path.name} does not end with {old_suffix!r}")
+            target = path.with_name(path.name[: len(path.name) - len(old_suffix)] + new_suffix)
+            if number == 0 or path.exists():
+                rename(path, target)
+            set_path(target)
+
+    def _set_log_path(self, path: Path) -> None:
+        self.log_path = path
+
+    def release(self) -> None:
+        """Close the file handles without writing anything (before deleting the files)."""
+        self._file.close()
+        self.offset_index.close()
+        self.time_index.close()
+
     def close(self) -> None:
         if self._file.closed:
             return
@@ -336,6 +379,9 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ reading
+
+    def fileno(self) -> int:
+        return self._fd
 
     def pread(self, size: int, position: int) -> bytes:
         return os.pread(self._fd, size, position)
