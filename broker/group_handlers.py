@@ -55,14 +55,7 @@ class GroupHandlers:
         self.cache = metadata_cache
         self.broker_id = broker_id
         self.now_ms = clock
-
-    async def handle(self, header: RequestHeader, request: Any, listener: str | None) -> Any:
-        api = header.api_key
-        if api == ApiKey.FIND_COORDINATOR:
-            return await self.find_coordinator(request, listener)
-        if api == ApiKey.JOIN_GROUP:
-            return self.join_group(request, header.client_id or "")
-        return {
+        self._answer_now = {
             ApiKey.SYNC_GROUP: self.sync_group,
             ApiKey.HEARTBEAT: self.heartbeat,
             ApiKey.LEAVE_GROUP: self.leave_group,
@@ -71,7 +64,15 @@ class GroupHandlers:
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
-        }[api](request)
+        }
+
+    async def handle(self, header: RequestHeader, request: Any, listener: str | None) -> Any:
+        api = header.api_key
+        if api == ApiKey.FIND_COORDINATOR:
+            return await self.find_coordinator(request, listener)
+        if api == ApiKey.JOIN_GROUP:
+            return self.join_group(request, header.client_id or "")
+        return self._answer_now[api](request)
 
     # -- FindCoordinator ---------------------------------------------------------------
     async def find_coordinator(

@@ -510,7 +510,6 @@ class GroupCoordinator:
         self.stats.rebalances += 1
         if not group.members:
             group.protocol = None
-            group.protocol_type = group.protocol_type  # kept: the group stays a consumer group
             group.transition_to(GroupState.EMPTY, now_ms)
             self._store_group_quietly(group, now_ms)
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
