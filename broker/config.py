@@ -4,6 +4,10 @@
 every value is typed and validated (`server_common.properties`). Kafka's defaults are meant for
 production (18 s ZooKeeper sessions, 30 s replica lag); the local cluster and the tests
 pass small values instead of changing the defaults.
+
+Listeners are Kafka's `listeners` / `advertised.listeners` / `inter.broker.listener.name`;
+`listener.wire.protocol.map` (`NAME:kafka,...`) says which of them speak Kafka's wire
+protocol instead of the native one (`config.wire_protocols` has every listener's).
 """
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ BROKER_CONFIG = ConfigDef(
             "listener brokers use among themselves (default: the first)",
         ),
         ConfigKey("listener.security.protocol.map", "str", "", "accepted for Kafka compatibility"),
+        ConfigKey(
+            "listener.wire.protocol.map",
+            "str",
+            "",
+            "NAME:protocol,... the wire protocol each listener speaks: tributary (the native "
+            "msgpack protocol, the default for unmapped names) or kafka (Kafka's binary "
+            "protocol, for Kafka clients); the inter-broker listener must be tributary",
+        ),
         ConfigKey("broker.rack", "str", "", "rack id (informational)"),
         ConfigKey("log.dirs", "str", "/tmp/tributary-logs", "the log directory"),
         ConfigKey("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string"),
@@ -205,6 +217,31 @@ BROKER_CONFIG = ConfigDef(
 )
 
 
+TRIBUTARY_WIRE = "tributary"
+KAFKA_WIRE = "kafka"
+WIRE_PROTOCOLS = (TRIBUTARY_WIRE, KAFKA_WIRE)
+
+
+def _wire_protocols(text: str) -> dict[str, str]:
+    """`NAME:proto,...` -> {NAME: proto} (`listener.wire.protocol.map`, Kafka's map syntax)."""
+    protocols: dict[str, str] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().lower()
+        if not sep or not name or protocol not in WIRE_PROTOCOLS:
+            raise ConfigError(
+                f"listener.wire.protocol.map: {item!r} is not NAME:protocol with a protocol "
+                f"in {', '.join(WIRE_PROTOCOLS)}"
+            )
+        if name in protocols:
+            raise ConfigError(f"listener.wire.protocol.map: {name} is mapped twice")
+        protocols[name] = protocol
+    return protocols
+
+
 class BrokerConfig(PropertiesConfig):
     def __init__(self, values: Mapping[str, Any]):
         self.values = BROKER_CONFIG.parse(values)
@@ -227,6 +264,17 @@ class BrokerConfig(PropertiesConfig):
         if self.inter_broker_listener not in self.listeners:
             raise ConfigError(
                 f"inter.broker.listener.name: {self.inter_broker_listener} is not in listeners"
+            )
+        self.wire_protocols = _wire_protocols(self.values["listener.wire.protocol.map"])
+        for name in self.wire_protocols:
+            if name not in self.listeners:
+                raise ConfigError(f"listener.wire.protocol.map: {name} is not in listeners")
+        for name in self.listeners:
+            self.wire_protocols.setdefault(name, TRIBUTARY_WIRE)
+        if self.wire_protocols[self.inter_broker_listener] != TRIBUTARY_WIRE:
+            raise ConfigError(
+                f"listener.wire.protocol.map: the inter-broker listener "
+                f"{self.inter_broker_listener} must speak {TRIBUTARY_WIRE}"
             )
         self.bind_host, self.bind_port = self.listeners[self.inter_broker_listener]
         self.advertised_host, self.advertised_port = self.advertised[self.inter_broker_listener]

@@ -9,7 +9,10 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   `Registration` keeps /brokers/ids/<id> alive across sessions; `TopicConfigs` caches
   topic configs read from ZooKeeper;
 - `RequestHandlers` and `AdminHandlers` (handlers.py, admin.py) behind each listener,
-  served by `server_common.network.serve_connection`, one task per connection;
+  served by `server_common.network.serve_connection`, one task per connection. A
+  listener mapped to `kafka` in `listener.wire.protocol.map` speaks Kafka's wire
+  protocol (`broker.kafka.wire.KafkaServerConnection`) and its requests go through the
+  translation layer (`broker.kafka.translate.KafkaDispatcher`) to the same handlers;
 - `FetcherManager` (fetcher.py): one fetcher task per leader this broker follows;
 - `BackgroundTasks` (background.py): ISR writes, ISR shrink and propagation, delayed
   operation expiry, checkpoints, retention, flushes, metrics snapshots, and the log
@@ -35,7 +38,7 @@ import trio
 from broker.admin import AdminHandlers, TopicDefaults
 from broker.background import BackgroundTasks, Intervals
 from broker.broker_metrics import register_broker_metrics
-from broker.config import BrokerConfig
+from broker.config import KAFKA_WIRE, BrokerConfig
 from broker.controlled_shutdown import ShutdownSettings, controlled_shutdown
 from broker.core.log.config import LogConfig
 from broker.core.log.manager import LogManager
@@ -45,6 +48,9 @@ from broker.fetcher import FetcherContext, FetcherManager
 from broker.group_handlers import GroupHandlers
 from broker.group_service import GroupService, group_config
 from broker.handlers import RequestHandlers
+from broker.kafka import versions as kafka_versions
+from broker.kafka.translate import KafkaDispatcher
+from broker.kafka.wire import KafkaServerConnection
 from broker.log_cleaner import LogCleanerTask
 from broker.metadata_changes import MetadataChanges
 from broker.registration import BrokerIdentity, Registration
@@ -54,7 +60,7 @@ from server_common import zkdata
 from server_common.jsonl import JsonLinesFile, wall_clock_ms
 from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
-from server_common.network import TCP, Bound, Transport, serve_connection
+from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
 from server_common.network import Handler as RequestHandler
 from server_common.server_main import call_on_termination
 from server_common.zk import ZooKeeper
@@ -291,8 +297,8 @@ class BrokerServer:
 
     def _listening(self) -> str:
         return ", ".join(
-            f"{name} on {self.config.listeners[name][0]}:{port} (advertised "
-            f"{':'.join(map(str, self.advertised_endpoint(name)))})"
+            f"{name} ({self.config.wire_protocols[name]}) on {self.config.listeners[name][0]}:"
+            f"{port} (advertised {':'.join(map(str, self.advertised_endpoint(name)))})"
             for name, port in self.bound_ports.items()
         )
 
@@ -318,6 +324,10 @@ class BrokerServer:
                 return await self.handlers.handle(header, request, listener)
 
             handle_request = self._intercept(serve_request)
+            wire = native_wire
+            if self.config.wire_protocols[listener] == KAFKA_WIRE:
+                handle_request = KafkaDispatcher(handle_request)
+                wire = _kafka_wire
 
             async def handle(stream: trio.abc.Stream) -> None:
                 async with limit:
@@ -327,6 +337,7 @@ class BrokerServer:
                         max_frame_bytes=self.config["socket.request.max.bytes"],
                         max_queued=self.config["queued.max.requests.per.connection"],
                         observe=self.request_observer,
+                        wire=wire,
                     )
 
             return handle
@@ -348,6 +359,12 @@ class BrokerServer:
         tmp = path.with_suffix(".tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, path)
+
+
+def _kafka_wire(max_frame_bytes: int) -> KafkaServerConnection:
+    return KafkaServerConnection(
+        max_frame_bytes=max_frame_bytes, supported=kafka_versions.supported
+    )
 
 
 def _intervals(config: BrokerConfig) -> Intervals:

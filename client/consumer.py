@@ -101,7 +101,7 @@ class ConsumerRecord(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: tuple[tuple[str, bytes | None], ...]  # a Kafka header value may be null
     leader_epoch: int  # the epoch of the leader that appended it (-1 if unknown)
 
 
@@ -751,7 +751,12 @@ class Consumer:
                 self._nodes_resetting.add(node)
                 for tp in wanted:
                     self._states[tp].resetting = True
-                self._nursery.start_soon(self._reset_positions, node, broker.address, wanted)
+                # The generations as of this decision: a seek before the task even starts
+                # must make its answer stale.
+                generations = {tp: self._states[tp].generation for tp in wanted}
+                self._nursery.start_soon(
+                    self._reset_positions, node, broker.address, wanted, generations
+                )
             for node, tps in fetches.items():
                 broker = cluster.broker(node)
                 if broker is None or node in self._nodes_fetching:
@@ -894,9 +899,12 @@ class Consumer:
         return True
 
     async def _reset_positions(
-        self, node: int, address: tuple[str, int], wanted: dict[TopicPartition, str]
+        self,
+        node: int,
+        address: tuple[str, int],
+        wanted: dict[TopicPartition, str],
+        generations: dict[TopicPartition, int],
     ) -> None:
-        generations = {tp: self._states[tp].generation for tp in wanted}
         try:
             found = await self._list_offsets_from(
                 address, {tp: _RESET_TIMESTAMPS[how] for tp, how in wanted.items()}

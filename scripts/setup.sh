@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup: a .venv with the project and its test dependencies, ZooKeeper from
 # Debian's package when no ZooKeeper jar is present, and docker-compose (v1, Debian's
-# package) to validate docker-compose.yml offline. Safe to run again: it only does what
-# is missing.
+# package) to validate docker-compose.yml offline, and kcat (a Kafka client) for the
+# Kafka-protocol tests. Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,6 +70,11 @@ fi
 # 3. docker-compose v1, only to validate docker-compose.yml (no engine is needed for that).
 if ! command -v docker-compose >/dev/null 2>&1; then
   apt_install docker-compose || say "docker-compose is absent: the compose file test will be skipped"
+fi
+
+# 4. kcat, a real Kafka client on the command line, for the Kafka-protocol listener's tests.
+if ! command -v kcat >/dev/null 2>&1; then
+  apt_install kcat || say "kcat is absent: the kcat tests will be skipped"
 fi
 
 exit 0

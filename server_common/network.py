@@ -5,12 +5,17 @@ Where: a `Transport` binds listeners and opens outgoing streams. Servers take on
 (`TCP` unless told otherwise), so an in-process test cluster can run the real servers
 over an in-memory network instead of sockets, without patching anything global.
 
-How it works: a reader task feeds socket bytes into the sans-IO `ServerConnection` and
-hands each request to the request handler *in arrival order*. A handler returns
+How it works: a reader task feeds socket bytes into a sans-IO wire connection and hands
+each request to the request handler *in arrival order*. The wire connection is the
+native msgpack protocol's `ServerConnection` (through `NativeWire`) unless the caller
+passes another `WireConnection` factory (the Kafka listener passes
+`broker.kafka.wire.KafkaServerConnection`): both wire protocols share this loop,
+its ordering, pipelining, backpressure and error handling. A handler returns
 either the response itself, `NO_RESPONSE` (acks=0 produce), a `Reply` that a
 purgatory callback fills in later (a waiting fetch, an acks=all produce), or
 `CLOSE_CONNECTION` to drop the connection at once without answering (Kafka's
-`closeConnection`; fault-injecting tests use it to cut connections). The reader
+`closeConnection`; fault-injecting tests use it to cut connections). `reply.then(f)` is
+a `Reply` whose value is `f` of another's (the Kafka translation of a native answer). The reader
 puts each of these into a bounded channel; a writer task awaits them one by one and
 writes the responses, so they leave in request order while later requests are already
 being processed (pipelining). The channel's size bounds the requests read ahead per
@@ -19,7 +24,9 @@ connection: a client that sends faster than we answer is slowed down (backpressu
 Errors say whose fault they are: a request whose header was readable but whose body
 was not is answered with an error code; broken framing (garbage, a frame over the size
 limit) closes this connection with one log line. A bug in a handler answers
-UNKNOWN_SERVER_ERROR for that request; nothing here can take the broker down.
+UNKNOWN_SERVER_ERROR for that request; nothing here can take the broker down. The wire
+connection encodes both: `encode_response(header, response)` and
+`encode_error(header, code, message)`.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import trio
 
 from client.connection import tcp_connector
 from client.protocol.codec import RequestHeader
-from client.protocol.connection import Answerable, ServerConnection
+from client.protocol.connection import ServerConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -109,6 +116,27 @@ class Reply:
     def done(self) -> bool:
         return self._event.is_set()
 
+    def then(self, transform: Callable[[Any], Any]) -> Reply:
+        """A `Reply` whose value is `transform(value)` once this one is set."""
+        return _MappedReply(self, transform)
+
+
+class _MappedReply(Reply):
+    __slots__ = ("_source", "_transform")
+
+    def __init__(self, source: Reply, transform: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._source, self._transform = source, transform
+
+    async def wait(self) -> Any:
+        if not self._event.is_set():
+            self.set(self._transform(await self._source.wait()))
+        return await super().wait()
+
+    @property
+    def done(self) -> bool:
+        return self._source.done
+
 
 class _Frame:
     """Pre-encoded bytes to write as they are (an error answer)."""
@@ -117,6 +145,38 @@ class _Frame:
 
     def __init__(self, data: bytes):
         self.data = data
+
+
+class WireConnection(Protocol):
+    """A sans-IO server connection of one wire protocol (see the module docstring).
+
+    `next_request()` returns None (more bytes needed), a `(header, request)` tuple to
+    serve, or an answerable event (`correlation_id`, `error_code`, `error`,
+    `response_frame()`) to answer without serving; it raises `FramingError` when the
+    stream is broken. `header` has at least `api_key` and `correlation_id`.
+    """
+
+    def receive_data(self, data: bytes) -> None: ...
+
+    def next_request(self) -> Any: ...
+
+    def encode_response(self, header: Any, response: Any) -> bytes: ...
+
+    def encode_error(self, header: Any, code: ErrorCode | int, message: str) -> bytes: ...
+
+
+class NativeWire(ServerConnection):
+    """The native msgpack protocol's `ServerConnection` as a `WireConnection`."""
+
+    def encode_response(self, header: RequestHeader, response: Any) -> bytes:
+        return self.send_response(header.correlation_id, response)
+
+    def encode_error(self, header: RequestHeader, code: ErrorCode | int, message: str) -> bytes:
+        return self.send_error(header.correlation_id, code, message)
+
+
+def native_wire(max_frame_bytes: int) -> WireConnection:
+    return NativeWire(max_frame_bytes=max_frame_bytes)
 
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
@@ -142,10 +202,13 @@ async def serve_connection(
     max_frame_bytes: int,
     max_queued: int,
     observe: Observer | None = None,
+    wire: Callable[[int], WireConnection] = native_wire,
 ) -> None:
+    """Serve one connection until the peer is done; `wire(max_frame_bytes)` makes the
+    sans-IO connection (native msgpack by default)."""
     peer = _peer_name(stream)
     CLIENT_ADDRESS.set(peer)
-    protocol = ServerConnection(max_frame_bytes=max_frame_bytes)
+    protocol = wire(max_frame_bytes)
     send_queue, receive_queue = trio.open_memory_channel(max_queued)
 
     async def reader() -> bool:
@@ -165,7 +228,7 @@ async def serve_connection(
                         return False
                     if event is None:
                         break
-                    if isinstance(event, Answerable):
+                    if not isinstance(event, tuple):  # answerable without serving
                         log.info(
                             "answering %s from %s with %s: %s",
                             event.correlation_id,
@@ -241,15 +304,20 @@ def error_answer(code: ErrorCode, message: str) -> _ErrorAnswer:
     return _ErrorAnswer(code, message)
 
 
-def _encode(protocol: ServerConnection, header: RequestHeader, outcome: Any) -> bytes:
+def is_error_answer(outcome: Any) -> bool:
+    """True for what `error_answer` returns (it has `code` and `message`)."""
+    return isinstance(outcome, _ErrorAnswer)
+
+
+def _encode(protocol: WireConnection, header: Any, outcome: Any) -> bytes:
     if isinstance(outcome, _ErrorAnswer):
-        return protocol.send_error(header.correlation_id, outcome.code, outcome.message)
+        return protocol.encode_error(header, outcome.code, outcome.message)
     try:
-        return protocol.send_response(header.correlation_id, outcome)
+        return protocol.encode_response(header, outcome)
     except Exception as exc:  # a response we cannot encode is our bug, not the client's
         log.exception("cannot encode the response to api %s", header.api_key)
-        return protocol.send_error(
-            header.correlation_id, ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}"
+        return protocol.encode_error(
+            header, ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}"
         )
 
 

@@ -18,7 +18,8 @@ what it finds in the file:
 found by walking the 12-byte length prefixes of its batches.
 
 Two columnar builders turn batches into pyarrow `RecordBatch`es for the data source:
-`RecordColumns` (one row per record, decoded with `client.protocol.records.decode_records`)
+`RecordColumns` (one row per record, decoded with `client.protocol.records.decode_records`,
+which reads both payload formats: Tributary's msgpack and Kafka clients' varint records)
 and `BatchColumns` (one row per batch, header fields only, no record decoding).
 
 `record_size` is the bytes a record occupies in the log: its batch's size (61-byte header
@@ -331,7 +332,7 @@ class RecordColumns:
         try:
             records = decode_records(batch.data)
         except RecordError as exc:
-            # Intact (CRC good) but undecodable, e.g. snappy: skip it, keep reading.
+            # Intact (CRC good) but undecodable (an unknown codec): skip it, keep reading.
             self.skipped_batches += 1
             logger.warning(
                 "batch at offset %d in %s cannot be decoded (%s); skipped",

@@ -1,10 +1,28 @@
-"""Record batches: Kafka's v2 batch header in front of a msgpack payload.
+"""Record batches: Kafka's v2 batch header in front of one of two payload formats.
 
 How it works: a batch is a 61-byte big-endian header (the exact field layout of Kafka's
-`DefaultRecordBatch`, magic 2) followed by the records payload. The payload is one msgpack
-array of `[offset_delta, timestamp_delta, key, value, headers]` records, compressed as a
-whole by the codec in attributes bits 0-2. (Kafka encodes records with varints; msgpack's C
-extension decodes far faster from Python, and the broker never looks inside anyway.)
+`DefaultRecordBatch`, magic 2) followed by the records payload, compressed as a whole by
+the codec in attributes bits 0-2 (none, gzip, snappy, lz4, zstd; snappy raw or in the
+Java client's xerial framing, lz4 in the frame format as Kafka clients write it). The
+payload comes in two formats, told apart by attributes bit 7 (`ATTR_MSGPACK_PAYLOAD`):
+
+- **Tributary format** (bit 7 set; what `build_batch` and so Tributary's producer write):
+  one msgpack array of `[offset_delta, timestamp_delta, key, value, headers]` records.
+- **Kafka format** (bit 7 clear; what Kafka clients send): Kafka's varint records,
+  decoded and encoded by `client.protocol.kafka_records`.
+
+Why two: batches from Kafka clients are stored verbatim, so the CRC their producer
+computed stays valid all the way to their consumers and nothing re-encodes them on the
+produce path (the leader only patches base offset and leader epoch, which lie outside
+the CRC). Tributary's own batches keep the msgpack payload they always had (measured
+in `kafka_records`: with aiokafka's C codec Kafka's format now decodes faster, so the
+producer could switch to it one day and the conversion go away). The marker bit is on
+Tributary's format because Kafka clients never see that format (`to_kafka_format` in
+`kafka_records` converts it for them, clearing the bit) and Kafka uses bits 0-6 itself
+(codec 0-2, timestamp type 3, transactional 4, control 5, delete horizon 6). Every
+reader here (`decode_records`, `decode_batches`, `record_keys`, `filter_batch`)
+dispatches on the bit, so Tributary's consumer, CLI, Spark job, replica audit and log
+cleaner read both formats; `filter_batch` writes the format it was given.
 
 The CRC-32C covers the bytes from `attributes` to the end of the batch, so `base_offset`
 and `partition_leader_epoch` (both before it) can be patched in place by the leader without
@@ -13,8 +31,9 @@ LogAppendTime rewrites the attributes and max timestamp.
 
 Who uses what:
 - the client calls `build_batch` (and the consumer `decode_batches`);
-- the broker calls `validate_batches` (header + CRC, no per-record work) and
-  `assign_offsets`, then stores the bytes untouched;
+- the broker calls `validate_batches` (header + CRC, no per-record work, either format;
+  transactional and control batches refused on the produce path) and `assign_offsets`,
+  then stores the bytes untouched;
 - readers of the log (consumer, Spark) call `iter_batches`/`decode_records`;
 - the log cleaner calls `record_keys` (offsets and keys, for its offset map) and
   `filter_batch`, which rewrites a batch keeping only some records: the batch keeps its
@@ -22,7 +41,7 @@ Who uses what:
 
 Errors are values of `RecordError` (a `ValueError`): `CorruptRecordError` when bytes are
 damaged (bad CRC, torn or short data, impossible length), `InvalidRecordError` when bytes
-are intact but not acceptable (wrong magic, unknown or unsupported codec, inconsistent
+are intact but not acceptable (wrong magic, unknown codec, transactions, inconsistent
 counts, an undecodable payload).
 """
 
@@ -34,12 +53,16 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+import cramjam
 import crc32c
 import lz4.frame
 import msgpack
 import zstandard
 
 __all__ = [
+    "ATTR_CONTROL",
+    "ATTR_MSGPACK_PAYLOAD",
+    "ATTR_TRANSACTIONAL",
     "BATCH_OVERHEAD",
     "CURRENT_MAGIC",
     "LOG_OVERHEAD",
@@ -62,6 +85,7 @@ __all__ = [
     "decode_records",
     "filter_batch",
     "iter_batches",
+    "pack_batch",
     "read_header",
     "record_keys",
     "stamped_header",
@@ -98,6 +122,11 @@ assert _HEADER.size == BATCH_OVERHEAD
 
 _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
+# Attribute bits Kafka defines (bit 6, the delete horizon, is only ever set by a cleaner).
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+# Tributary's own: the payload is msgpack (Tributary format), not Kafka's varint records.
+ATTR_MSGPACK_PAYLOAD = 0x80
 
 
 class RecordError(ValueError):
@@ -115,7 +144,7 @@ class InvalidRecordError(RecordError):
 class Codec(enum.IntEnum):
     NONE = 0
     GZIP = 1
-    SNAPPY = 2  # part of Kafka's numbering; not supported here
+    SNAPPY = 2
     LZ4 = 3
     ZSTD = 4
 
@@ -131,7 +160,7 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     timestamp_ms: int
-    headers: Sequence[tuple[str, bytes]] = ()
+    headers: Sequence[tuple[str, bytes | None]] = ()
 
 
 class DecodedRecord(NamedTuple):
@@ -141,7 +170,7 @@ class DecodedRecord(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: tuple[tuple[str, bytes | None], ...]  # a Kafka header's value may be null
 
 
 class BatchHeader(NamedTuple):
@@ -182,6 +211,11 @@ class BatchHeader(NamedTuple):
     def timestamp_type(self) -> TimestampType:
         return TimestampType((self.attributes >> 3) & 1)
 
+    @property
+    def kafka_format(self) -> bool:
+        """True when the payload is Kafka's varint records, False for Tributary's msgpack."""
+        return not self.attributes & ATTR_MSGPACK_PAYLOAD
+
 
 _new_header = tuple.__new__
 
@@ -207,15 +241,48 @@ def _zstd_decompress(data: bytes | memoryview) -> bytes:
     return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
 
 
-_COMPRESS = {
+def _snappy_compress(data: bytes) -> bytes:
+    # Raw snappy, as librdkafka writes it; Kafka's Java client reads it as well as its own
+    # xerial framing.
+    return bytes(cramjam.snappy.compress_raw(data))
+
+
+# The Java client's snappy (xerial's SnappyOutputStream): this magic, two int32 (version,
+# compatible version), then blocks of int32 length + raw snappy.
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = len(_XERIAL_MAGIC) + 8
+
+
+def _snappy_decompress(data: bytes | memoryview) -> bytes:
+    data = bytes(data)
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    blocks = []
+    pos = _XERIAL_HEADER
+    end = len(data)
+    while pos < end:
+        (length,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if length < 0 or pos + length > end:
+            raise ValueError(f"xerial snappy block of {length} bytes, {end - pos} left")
+        blocks.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + length])))
+        pos += length
+    return b"".join(blocks)
+
+
+_COMPRESS: dict[int, Callable[[bytes], bytes]] = {
     Codec.NONE: bytes,
     Codec.GZIP: _gzip_compress,
+    Codec.SNAPPY: _snappy_compress,
     Codec.LZ4: lz4.frame.compress,
     Codec.ZSTD: _zstd_compress,
 }
-_DECOMPRESS = {
-    Codec.NONE: memoryview,  # msgpack reads straight from the buffer: no copy
+# Each returns something msgpack and Kafka's record reader accept: NONE gives a view of
+# the batch's own bytes (no copy), the others fresh bytes.
+_DECOMPRESS: dict[int, Callable[[memoryview], bytes | memoryview]] = {
+    Codec.NONE: memoryview,
     Codec.GZIP: _gzip_decompress,
+    Codec.SNAPPY: _snappy_decompress,
     Codec.LZ4: lz4.frame.decompress,
     Codec.ZSTD: _zstd_decompress,
 }
@@ -226,10 +293,22 @@ _SUPPORTED_CODECS = frozenset(int(codec) for codec in _DECOMPRESS)
 
 def _check_codec(attributes: int) -> None:
     codec = attributes & _CODEC_MASK
-    if codec == Codec.SNAPPY:
-        raise InvalidRecordError("snappy compression (codec 2) is not supported")
     if codec not in _DECOMPRESS:
         raise InvalidRecordError(f"unknown compression codec {codec}")
+
+
+def _decompress(view: memoryview, header: BatchHeader) -> bytes | memoryview:
+    """The (uncompressed) records section of the batch in `view` (the whole batch)."""
+    size = LOG_OVERHEAD + header[1]
+    if size < BATCH_OVERHEAD or size > len(view):
+        raise CorruptRecordError(f"batch claims {size} bytes, {len(view)} present")
+    _check_codec(header.attributes)
+    try:
+        return _DECOMPRESS[header.attributes & _CODEC_MASK](view[BATCH_OVERHEAD:size])
+    except Exception as exc:  # zlib/lz4/zstd/cramjam each raise their own types
+        raise InvalidRecordError(
+            f"undecodable payload in batch at offset {header.base_offset}: {exc}"
+        ) from exc
 
 
 # --------------------------------------------------------------------------- building
@@ -246,17 +325,14 @@ def build_batch(
     base_sequence: int = NO_SEQUENCE,
     leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """Encode `records` as one batch (offset deltas 0, 1, 2, ...).
+    """Encode `records` as one Tributary-format batch (offset deltas 0, 1, 2, ...).
 
-    Raises `ValueError` for an empty batch and `InvalidRecordError` for snappy or an
-    unknown codec.
+    Raises `ValueError` for an empty batch and `InvalidRecordError` for an unknown codec.
     """
     records = list(records)
     if not records:
         raise ValueError("a record batch needs at least one record")
-    codec = Codec(codec)
-    if codec not in _COMPRESS:
-        _check_codec(int(codec))
+    codec = _known_codec(codec)
     base_timestamp = records[0].timestamp_ms
     max_timestamp = max(r.timestamp_ms for r in records)
     entries = [
@@ -269,29 +345,68 @@ def build_batch(
         ]
         for delta, r in enumerate(records)
     ]
-    payload = _COMPRESS[codec](msgpack.packb(entries, use_bin_type=True))
-    attributes = int(codec) | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0)
     count = len(records)
-    header = bytearray(
-        _HEADER.pack(
-            base_offset,
-            BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-            leader_epoch,
-            CURRENT_MAGIC,
-            0,
-            attributes,
-            count - 1,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        )
+    return pack_batch(
+        _COMPRESS[codec](msgpack.packb(entries, use_bin_type=True)),
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        attributes=ATTR_MSGPACK_PAYLOAD | codec | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0),
+        last_offset_delta=count - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=count,
     )
+
+
+def _known_codec(codec: int) -> int:
+    if codec not in _COMPRESS:
+        raise InvalidRecordError(f"unknown compression codec {codec}")
+    return int(codec)
+
+
+def pack_batch(
+    payload: bytes | bytearray | memoryview,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> bytes:
+    """A whole batch: the v2 header with these fields and a fresh CRC, then `payload` (the
+    records section, already compressed as `attributes` say). `InvalidRecordError` if a
+    field does not fit its type (a timestamp beyond int64, say)."""
+    try:
+        header = bytearray(
+            _HEADER.pack(
+                base_offset,
+                BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+                leader_epoch,
+                CURRENT_MAGIC,
+                0,
+                attributes,
+                last_offset_delta,
+                base_timestamp,
+                max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                records_count,
+            )
+        )
+    except struct.error as exc:
+        raise InvalidRecordError(f"a batch header field out of range: {exc}") from exc
     crc = crc32c.crc32c(payload, value=crc32c.crc32c(header[_ATTRIBUTES_POS:]))
     _UINT32.pack_into(header, _CRC_POS, crc)
-    return bytes(header) + payload
+    return b"".join((header, payload))
 
 
 # --------------------------------------------------------------------------- reading headers
@@ -349,10 +464,12 @@ def validate_batch(
 ) -> BatchHeader:
     """Check the single batch starting at `pos` (it may be followed by more bytes).
 
-    Checks the length, the magic, the CRC and the codec; with `strict` (the produce path)
-    also that the record count matches `last_offset_delta` as a fresh producer batch must.
-    Without it (replication, recovery) a count below the offset span is accepted, as
-    Kafka's compaction leaves such batches behind. Reads the header only: no records.
+    Checks the length, the magic, the CRC and the codec, for either payload format; with
+    `strict` (the produce path) also that the record count matches `last_offset_delta` as
+    a fresh producer batch must, and that the batch is neither transactional nor a control
+    batch (Tributary has no transactions). Without it (replication, recovery) a count
+    below the offset span is accepted, as Kafka's compaction leaves such batches behind.
+    Reads the header only: no records.
     """
     available = len(buf) - pos
     if available < BATCH_OVERHEAD:
@@ -370,8 +487,12 @@ def validate_batch(
             f"CRC mismatch at position {pos} (base offset {fields[0]}): "
             f"stored {fields[4]:#010x}, computed {actual:#010x}"
         )
-    if fields[5] & _CODEC_MASK not in _SUPPORTED_CODECS:
-        _check_codec(fields[5])
+    attributes = fields[5]
+    if attributes & _CODEC_MASK not in _SUPPORTED_CODECS:
+        _check_codec(attributes)
+    if strict and attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+        kind = "control" if attributes & ATTR_CONTROL else "transactional"
+        raise InvalidRecordError(f"{kind} batch at position {pos}: transactions are not supported")
     count = fields[12]
     span = fields[6] + 1
     if (count < 1 or count != span) if strict else (count < 0 or span < 1 or count > span):
@@ -476,16 +597,21 @@ def stamped_header(
 # --------------------------------------------------------------------------- decoding
 
 
-def _payload_entries(view: memoryview, header: BatchHeader) -> list:
-    """The raw msgpack entries `[offset_delta, timestamp_delta, key, value, headers]`."""
-    size = header.size
-    if size < BATCH_OVERHEAD or size > len(view):
-        raise CorruptRecordError(f"batch claims {size} bytes, {len(view)} present")
-    _check_codec(header.attributes)
+def _kafka():
+    """`client.protocol.kafka_records`, imported on first use: it builds on this module,
+    and its record codec (aiokafka's) is only loaded once a Kafka-format batch shows up."""
+    from client.protocol import kafka_records
+
+    return kafka_records
+
+
+def _msgpack_entries(view: memoryview, header: BatchHeader) -> list:
+    """A Tributary-format batch's entries `[offset_delta, timestamp_delta, key, value,
+    headers]` (headers as `[name, value]` lists)."""
+    payload = _decompress(view, header)
     try:
-        payload = _DECOMPRESS[header.attributes & _CODEC_MASK](view[BATCH_OVERHEAD:size])
         entries = msgpack.unpackb(payload, raw=False, use_list=True)
-    except Exception as exc:  # zlib/lz4/zstd/msgpack each raise their own types
+    except Exception as exc:  # msgpack raises several types
         raise InvalidRecordError(
             f"undecodable payload in batch at offset {header.base_offset}: {exc}"
         ) from exc
@@ -497,14 +623,25 @@ def _payload_entries(view: memoryview, header: BatchHeader) -> list:
     return entries
 
 
+def _entries(view: memoryview, header: BatchHeader) -> Sequence[Sequence]:
+    """`(offset_delta, timestamp_delta, key, value, headers)` of each record, either format;
+    the timestamp deltas are the records' own even under LogAppendTime."""
+    if header.attributes & ATTR_MSGPACK_PAYLOAD:
+        return _msgpack_entries(view, header)
+    return _kafka().kafka_entries(view, header)
+
+
 def decode_records(batch: bytes | bytearray | memoryview) -> list[DecodedRecord]:
-    """The records of the single batch `batch` (not CRC-checked: validate first).
+    """The records of the single batch `batch`, either format (not CRC-checked: validate
+    first).
 
     With LogAppendTime every record carries the batch's max timestamp, as in Kafka.
     """
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
     header = read_header(view)
-    entries = _payload_entries(view, header)
+    if not header.attributes & ATTR_MSGPACK_PAYLOAD:
+        return _kafka().decode_kafka_records(view, header)
+    entries = _msgpack_entries(view, header)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
@@ -528,7 +665,7 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[DecodedRecord]
 
 
 def decode_batches(buf: bytes | bytearray | memoryview) -> list[DecodedRecord]:
-    """The records of every batch in `buf`, in order (no CRC check)."""
+    """The records of every batch in `buf`, in order, either format (no CRC check)."""
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     out: list[DecodedRecord] = []
     for pos, header in iter_batches(view):
@@ -540,12 +677,13 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> list[DecodedRecord]:
 
 
 def record_keys(batch: bytes | bytearray | memoryview) -> list[tuple[int, bytes | None]]:
-    """(offset, key) of every record of the single batch `batch` (not CRC-checked)."""
+    """(offset, key) of every record of the single batch `batch`, either format (not
+    CRC-checked)."""
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
     header = read_header(view)
     base = header.base_offset
     try:
-        return [(base + entry[0], entry[2]) for entry in _payload_entries(view, header)]
+        return [(base + entry[0], entry[2]) for entry in _entries(view, header)]
     except (TypeError, IndexError) as exc:
         raise InvalidRecordError(f"malformed record in batch at offset {base}: {exc}") from exc
 
@@ -560,47 +698,45 @@ def filter_batch(
 
     Returns `batch` itself when every record is kept, and None when none is (unless
     `keep_empty`: then a batch with no records). Otherwise a new batch as Kafka's cleaner
-    writes one: the same base offset, offset span (`last_offset_delta`), leader epoch,
-    producer fields, codec and timestamp type, holding fewer records than offsets; its
-    max timestamp is that of the records kept (the header's, for LogAppendTime or when
-    empty). Records keep their offsets and timestamps.
+    writes one, in the input's payload format: the same base offset, offset span
+    (`last_offset_delta`), leader epoch, producer fields, codec and timestamp type, holding
+    fewer records than offsets; its max timestamp is that of the records kept (the
+    header's, for LogAppendTime or when empty). Records keep their offsets and timestamps.
+    A Kafka-format batch's base timestamp becomes that of its first record kept, as
+    Kafka's record builder writes it; a Tributary-format batch keeps its own.
     """
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
     header = read_header(view)
     base = header.base_offset
-    entries = _payload_entries(view, header)
+    entries = _entries(view, header)
+    base_timestamp = header.base_timestamp
+    max_timestamp = header.max_timestamp
     try:
         kept = [entry for entry in entries if keep(base + entry[0], entry[2], entry[3])]
+        if kept and not header.attributes & _TIMESTAMP_TYPE_BIT:
+            max_timestamp = base_timestamp + max(entry[1] for entry in kept)
     except (TypeError, IndexError) as exc:
         raise InvalidRecordError(f"malformed record in batch at offset {base}: {exc}") from exc
     if len(kept) == len(entries):
         return batch
     if not kept and not keep_empty:
         return None
-    base_timestamp = header.base_timestamp
-    if kept and not header.attributes & _TIMESTAMP_TYPE_BIT:
-        max_timestamp = base_timestamp + max(entry[1] for entry in kept)
-    else:
-        max_timestamp = header.max_timestamp
     codec = header.attributes & _CODEC_MASK
-    payload = _COMPRESS[codec](msgpack.packb(kept, use_bin_type=True))
-    packed = bytearray(
-        _HEADER.pack(
-            base,
-            BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-            header.partition_leader_epoch,
-            CURRENT_MAGIC,
-            0,
-            header.attributes,
-            header.last_offset_delta,
-            base_timestamp if kept else max_timestamp,
-            max_timestamp,
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            len(kept),
-        )
+    if header.attributes & ATTR_MSGPACK_PAYLOAD:
+        payload = _COMPRESS[codec](msgpack.packb(kept, use_bin_type=True))
+    else:
+        payload, first_delta = _kafka().encode_kafka_payload(kept, codec)
+        base_timestamp += first_delta
+    return pack_batch(
+        payload,
+        base_offset=base,
+        leader_epoch=header.partition_leader_epoch,
+        attributes=header.attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=base_timestamp if kept else max_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=len(kept),
     )
-    crc = crc32c.crc32c(payload, value=crc32c.crc32c(packed[_ATTRIBUTES_POS:]))
-    _UINT32.pack_into(packed, _CRC_POS, crc)
-    return bytes(packed) + payload

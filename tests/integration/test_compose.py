@@ -30,6 +30,7 @@ from server_common.properties import parse_overrides
 from tools.cli import build_parser
 from tools.cluster.launcher import (
     CONTROLLER_ID_BASE,
+    KAFKA_BASE_PORT,
     LOCAL_BROKER_SETTINGS,
     LOCAL_CONTROLLER_SETTINGS,
 )
@@ -186,6 +187,11 @@ def test_brokers_advertise_internal_and_external_listeners_with_published_ports(
         assert config.listeners["INTERNAL"][1] not in published  # inter-broker stays inside
         # Metrics as the launcher numbers them (9191 + broker id).
         assert published[config["metrics.port"]] == 9191 + b
+        # The Kafka-protocol listener, published and advertised as the launcher numbers it.
+        assert "KAFKA:kafka" in config["listener.wire.protocol.map"]
+        kafka_host, kafka_port = config.advertised["KAFKA"]
+        assert (kafka_host, kafka_port) == ("localhost", KAFKA_BASE_PORT + b - 1)
+        assert published[config.listeners["KAFKA"][1]] == kafka_port
 
 
 def test_broker_settings_are_the_launchers_small_timeouts(compose):

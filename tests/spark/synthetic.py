@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.core.log import Log, LogConfig, OffsetCheckpointFile
+from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import Codec, DecodedRecord, Record, build_batch, decode_batches
 from client.protocol.types import TopicPartition
 
@@ -33,8 +34,9 @@ def log_dir_of(root: Path, broker: int) -> Path:
 def make_batches(
     tp: TopicPartition, count: int, per_batch: int, *, start_ts: int = T0, value_size: int = 40
 ) -> list[bytes]:
-    """`count` batches of `per_batch` records, cycling through every codec; records carry
-    distinct keys, values, timestamps and, every third batch, a header."""
+    """`count` batches of `per_batch` records, cycling through every codec, every second
+    one in Kafka's payload format (as a Kafka client writes it); records carry distinct
+    keys, values, timestamps and, every third batch, a header."""
     batches = []
     for i in range(count):
         records = [
@@ -46,7 +48,8 @@ def make_batches(
             )
             for j in range(per_batch)
         ]
-        batches.append(build_batch(records, codec=CODECS[i % len(CODECS)]))
+        build = build_kafka_batch if i % 2 else build_batch
+        batches.append(build(records, codec=CODECS[i % len(CODECS)]))
     return batches
 
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.core.log import LogConfig
+from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import Codec, Record, build_batch
 from client.protocol.types import TopicPartition
 from spark.datasource import plan_input_partitions
@@ -217,7 +218,7 @@ _records = st.lists(
         st.lists(
             st.tuples(
                 st.text(st.characters(blacklist_categories=("Cs",)), max_size=5),
-                st.binary(max_size=5),
+                st.none() | st.binary(max_size=5),  # a Kafka header's value may be null
             ),
             max_size=2,
         ),
@@ -232,7 +233,7 @@ _records = st.lists(
 )
 @given(
     batches=st.lists(
-        st.tuples(_records, st.sampled_from(list(synthetic.CODECS))), min_size=1, max_size=6
+        st.tuples(_records, st.sampled_from(list(Codec)), st.booleans()), min_size=1, max_size=6
     ),
     torn=st.integers(0, 60),
 )
@@ -240,7 +241,10 @@ def test_slice_reader_matches_the_record_decoder_on_any_log(tmp_path_factory, ba
     from client.protocol.records import decode_batches
 
     root = tmp_path_factory.mktemp("prop")
-    built = [build_batch(records, codec=Codec(codec)) for records, codec in batches]
+    built = [  # either payload format: Tributary's producer's or a Kafka client's
+        (build_kafka_batch if kafka else build_batch)(records, codec=codec)
+        for records, codec, kafka in batches
+    ]
     replicas = synthetic.write_replicas(root, {ORDERS0: built}, brokers=(1,), config=LogConfig())
     (segment,) = _whole_segments(root)
     data = open(segment.path, "rb").read()

@@ -28,6 +28,7 @@ from broker.core.log import (
 )
 from broker.core.log.cleaner_manager import log_to_clean
 from broker.core.log.swap import FileOps, recover_interrupted_swaps
+from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import (
     Codec,
     Record,
@@ -142,6 +143,44 @@ def test_each_keys_latest_value_remains_at_its_offset(tmp_path):
     assert latest_per_key(after) == latest_per_key(before)
     assert set(after) <= set(before)  # offsets and values unchanged
     assert log.log_end_offset == 40
+
+
+def test_kafka_format_batches_compact_in_their_own_format(tmp_path):
+    """Batches from Kafka clients (varint records) are cleaned like Tributary's own, stay in
+    Kafka's format (CRC valid), and keyless ones are refused by a compacted log."""
+    log = open_log(tmp_path)
+    kafka_format = {}  # base offset -> written by a Kafka client
+    for i in range(40):
+        # Two records a batch, so cleaning rewrites batches, not only drops them.
+        records = [Record(b"k%d" % (i % 3), b"a%d" % i, 1_000), Record(b"j%d" % (i % 5), b"", 1)]
+        build = build_kafka_batch if i % 2 else build_batch
+        batch = build(records, codec=Codec.LZ4)
+        info = log.append_as_leader(batch, leader_epoch=0, now_ms=1_000)
+        kafka_format[info.first_offset] = bool(i % 2)
+    with pytest.raises(KeylessRecordError, match="without a key"):
+        batch = build_kafka_batch([Record(b"k", b"v", 1), Record(None, b"v", 1)])
+        log.append_as_leader(batch, leader_epoch=0, now_ms=1_000)
+    before = read_all(log)
+    active_base = log.active_segment.base_offset
+    job = clean(log)
+    assert 0 < job.stats.records_kept < job.stats.records_read
+    after = read_all(log)
+    assert latest_per_key(after) == latest_per_key(before)
+    assert [offset for offset, _, _ in after if offset < active_base] == sorted(
+        offset for offset, _ in latest_per_key(r for r in before if r[0] < active_base).values()
+    )
+    formats: set[tuple[bool, bool]] = set()
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).records
+        for position, header in iter_batches(data):
+            validate_batch(data, position, strict=False)
+            assert header.kafka_format == kafka_format[header.base_offset]
+            gapped = header.records_count < header.last_offset_delta + 1
+            formats.add((header.kafka_format, gapped))
+            offset = header.next_offset
+    # Both formats, each both whole and rewritten with a gap.
+    assert formats == {(True, False), (True, True), (False, False), (False, True)}
 
 
 def test_cleaning_is_stable_and_survives_reopen(tmp_path):

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from client.protocol.kafka_records import _xerial_compress, build_kafka_batch
 from client.protocol.records import (
+    ATTR_MSGPACK_PAYLOAD,
     BATCH_OVERHEAD,
     Codec,
     CorruptRecordError,
@@ -23,14 +25,16 @@ from client.protocol.records import (
     build_batch,
     decode_batches,
     decode_records,
+    filter_batch,
     iter_batches,
     read_header,
+    record_keys,
     stamped_header,
     validate_batch,
     validate_batches,
 )
 
-SUPPORTED = [Codec.NONE, Codec.GZIP, Codec.LZ4, Codec.ZSTD]
+SUPPORTED = list(Codec)
 
 headers_st = st.lists(
     st.tuples(st.text(max_size=8), st.binary(max_size=16)).map(tuple), max_size=3
@@ -150,21 +154,72 @@ def test_damaged_batches_raise_clear_errors(damage, error, words):
 
 
 def _with_attributes(batch: bytes, attributes: int) -> bytes:
-    """`batch` with new attributes and a CRC that matches them."""
+    """`batch` with new attributes (its payload format bit kept) and a CRC that matches."""
     out = bytearray(batch)
+    attributes |= struct.unpack_from(">h", out, 21)[0] & ATTR_MSGPACK_PAYLOAD
     struct.pack_into(">h", out, 21, attributes)
     struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
     return bytes(out)
 
 
-def test_snappy_and_unknown_codecs_are_rejected_clearly():
-    batch = build_batch([Record(None, b"v", 1)])
-    with pytest.raises(InvalidRecordError, match="snappy"):
-        validate_batches(_with_attributes(batch, 2))
+def test_build_batch_marks_the_msgpack_payload_with_bit_7():
+    for codec in Codec:
+        [header] = validate_batches(build_batch([Record(None, b"v", 1)], codec=codec))
+        assert header.attributes == ATTR_MSGPACK_PAYLOAD | codec
+        assert not header.kafka_format
+    assert read_header(build_kafka_batch([Record(None, b"v", 1)])).kafka_format
+
+
+@pytest.mark.parametrize("builder", [build_batch, build_kafka_batch], ids=["tributary", "kafka"])
+def test_unknown_codecs_are_rejected_clearly(builder):
+    batch = builder([Record(None, b"v", 1)])
+    for codec in (5, 6, 7):
+        with pytest.raises(InvalidRecordError, match=f"unknown compression codec {codec}"):
+            validate_batches(_with_attributes(batch, codec))
+        with pytest.raises(InvalidRecordError, match=f"unknown compression codec {codec}"):
+            decode_records(_with_attributes(batch, codec))
     with pytest.raises(InvalidRecordError, match="unknown compression codec 6"):
-        validate_batches(_with_attributes(batch, 6))
-    with pytest.raises(InvalidRecordError, match="snappy"):
-        build_batch([Record(None, b"v", 1)], codec=Codec.SNAPPY)
+        builder([Record(None, b"v", 1)], codec=6)
+
+
+@pytest.mark.parametrize("builder", [build_batch, build_kafka_batch], ids=["tributary", "kafka"])
+def test_snappy_reads_raw_and_xerial_framed_in_both_formats(builder):
+    records = [Record(b"k%d" % i, b"value %d " % i * 50, 1_000 + i) for i in range(200)]
+    raw = builder(records, codec=Codec.SNAPPY)
+    uncompressed = builder(records)
+    xerial = bytearray(uncompressed[:BATCH_OVERHEAD]) + _xerial_compress(
+        uncompressed[BATCH_OVERHEAD:], block_size=1024
+    )
+    struct.pack_into(">i", xerial, 8, len(xerial) - 12)
+    xerial = _with_attributes(bytes(xerial), Codec.SNAPPY)
+    assert xerial[BATCH_OVERHEAD:].startswith(b"\x82SNAPPY\x00")
+    for batch in (raw, xerial):
+        [header] = validate_batches(batch)
+        assert header.codec == Codec.SNAPPY
+        assert decode_records(batch) == _expected(records)
+
+
+@pytest.mark.parametrize("builder", [build_batch, build_kafka_batch], ids=["tributary", "kafka"])
+@pytest.mark.parametrize("bit", [0x10, 0x20, 0x30], ids=["transactional", "control", "both"])
+def test_transactional_and_control_batches_are_refused_on_the_produce_path(builder, bit):
+    batch = _with_attributes(builder([Record(None, b"v", 1)], codec=Codec.LZ4), Codec.LZ4 | bit)
+    with pytest.raises(InvalidRecordError, match="transactions are not supported"):
+        validate_batches(batch)
+    assert validate_batches(batch, strict=False)[0].attributes & bit  # recovery: as it is
+
+
+def test_readers_dispatch_on_the_format_bit():
+    records = [Record(b"a", b"1", 5, (("h", b"x"),)), Record(None, None, 7)]
+    for batch in (build_batch(records, codec=Codec.ZSTD), build_kafka_batch(records)):
+        assert decode_records(batch) == _expected(records)
+        assert record_keys(batch) == [(0, b"a"), (1, None)]
+        kept = filter_batch(batch, lambda offset, key, value: key is None)
+        assert read_header(kept).kafka_format == read_header(batch).kafka_format
+    # A msgpack payload read as Kafka's records is undecodable, not misread.
+    flipped = bytearray(build_batch(records))
+    flipped[22] &= ~ATTR_MSGPACK_PAYLOAD & 0xFF
+    with pytest.raises(InvalidRecordError):
+        decode_records(bytes(flipped))
 
 
 def test_count_must_match_offset_span_on_the_produce_path_only():

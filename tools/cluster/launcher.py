@@ -58,6 +58,21 @@ LOCAL_CONTROLLER_SETTINGS = {
 }
 CONTROLLER_ID_BASE = 1000
 STOP_TIMEOUT_S = 30.0
+# With --base-port, broker N's Kafka-protocol listener is 29092 + N - 1 (as docker-compose).
+KAFKA_BASE_PORT = 29092
+
+
+def _broker_listeners(info: ProcessInfo) -> dict:
+    """A broker's listeners: PLAINTEXT speaks Tributary's protocol (clients, replication,
+    the controller); KAFKA speaks Kafka's, for kcat and Kafka clients."""
+    listeners = f"PLAINTEXT://127.0.0.1:{info.port}"
+    if not info.kafka_port:  # a cluster.json from before Kafka listeners existed
+        return {"listeners": listeners}
+    return {
+        "listeners": f"{listeners},KAFKA://127.0.0.1:{info.kafka_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.wire.protocol.map": "KAFKA:kafka",
+    }
 
 
 class LauncherError(RuntimeError):
@@ -211,6 +226,8 @@ class LocalCluster:
             if self.metrics:
                 metrics_port = _pick_port(9191 + b if self.base_port else None, taken)
                 taken.add(metrics_port)
+            kafka_port = _pick_port(KAFKA_BASE_PORT + b - 1 if self.base_port else None, taken)
+            taken.add(kafka_port)
             pdir = self.directory / f"broker-{b}"
             state.processes.append(
                 ProcessInfo(
@@ -222,6 +239,7 @@ class LocalCluster:
                     str(pdir / "data"),
                     metrics_port,
                     str(pdir / "server.properties"),
+                    kafka_port,
                 )
             )
         try:
@@ -243,7 +261,7 @@ class LocalCluster:
         if info.role == "broker":
             values = {
                 "broker.id": info.id,
-                "listeners": f"PLAINTEXT://127.0.0.1:{info.port}",
+                **_broker_listeners(info),
                 "log.dirs": info.data_dir,
                 "zookeeper.connect": zk,
                 "metrics.port": info.metrics_port if info.metrics_port else -1,
@@ -443,6 +461,7 @@ class LocalCluster:
             "directory": state.directory,
             "zookeeper": state.zookeeper_connect,
             "bootstrap_servers": state.bootstrap_servers,
+            "kafka_bootstrap_servers": state.kafka_bootstrap_servers,
             "processes": [vars(p) for p in processes],
             "active_controller": None,
             "registered_brokers": [],

@@ -28,6 +28,7 @@ class ProcessInfo:
     data_dir: str
     metrics_port: int | None = None
     config_path: str | None = None
+    kafka_port: int | None = None  # a broker's Kafka-protocol listener
 
     @property
     def name(self) -> str:
@@ -56,6 +57,11 @@ class ClusterState:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers())
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """The brokers' Kafka-protocol listeners, for kcat and Kafka clients."""
+        return ",".join(f"127.0.0.1:{b.kafka_port}" for b in self.brokers() if b.kafka_port)
 
     def save(self) -> None:
         path = Path(self.directory) / STATE_FILE

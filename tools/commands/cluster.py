@@ -125,6 +125,8 @@ def _up(args) -> int:
         extra = f", metrics :{info.metrics_port}" if info.metrics_port else ""
         print(f"  {info.name:<16} pid {info.pid}, port {info.port}{extra}, log {info.log_path}")
     print(f"bootstrap servers: {state.bootstrap_servers}")
+    if state.kafka_bootstrap_servers:
+        print(f"kafka bootstrap servers: {state.kafka_bootstrap_servers} (kcat, Kafka clients)")
     return 0
 
 
@@ -148,6 +150,9 @@ def _status(args) -> int:
             f" {marker}{p['name']:<16} {p['state']:<8} pid {p['pid'] or '-':<8} "
             f"port {p['port']}{reg}"
         )
+    print(f"bootstrap servers: {status['bootstrap_servers']}")
+    if status.get("kafka_bootstrap_servers"):
+        print(f"kafka bootstrap servers: {status['kafka_bootstrap_servers']}")
     print(
         f"active controller: {status['active_controller']} (epoch {status.get('controller_epoch')})"
     )

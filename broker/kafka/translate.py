@@ -1,0 +1,668 @@
+"""The Kafka listener's request dispatcher, and the data-plane translations.
+
+How it works: `KafkaDispatcher` is the request handler of a Kafka listener's connections
+(`serve_connection` with `KafkaServerConnection`). For each decoded kio request it looks
+up the API's `Translation` (versions.translations()), turns the request into the native
+one (`to_native`), hands that to the same native handler a native listener uses
+(`RequestHandlers.handle(header, request, listener)`, through the broker's interceptor)
+and translates what comes back into the kio response of the version the client asked
+for (`from_native`). A `Reply` that a purgatory fills later (a waiting fetch, an
+acks=all produce) becomes a `Reply` of the translated response, so the connection keeps
+pipelining; NO_RESPONSE (acks=0 produce) and CLOSE_CONNECTION pass through. A
+request-level native error answer, a `KafkaRequestError` from `to_native`, a failing
+native handler or any other translation failure is answered with the API's
+`error_response` carrying that code (UNKNOWN_SERVER_ERROR for bugs, INVALID_REQUEST for a
+native `ProtocolError`), so nothing a translation does can break a connection.
+
+Data-plane translations here (version ranges in versions.py):
+- ApiVersions: the merged version table of every translate module.
+- Metadata: brokers at the addresses of the listener asked on, cluster id, the lowest
+  live broker as controller id (Tributary's controller is not a broker; every broker
+  serves CreateTopics and DeleteTopics), topics with leader, leader epoch, replicas, ISR
+  and offline replicas; v0's empty topic list means all topics; never auto-creates
+  topics; topic ids are the zero UUID.
+- Produce: batches pass through unchanged (the native path validates them).
+- Fetch: the native fetch (DelayedFetch purgatory for max_wait/min_bytes, max bytes,
+  partition max bytes, current leader epoch fencing), always as a consumer; the last
+  stable offset is the high watermark (no transactions); records are converted for
+  Kafka clients by `client.protocol.kafka_records.to_kafka_format`. Fetch sessions
+  (KIP-227) are not kept: a full fetch (epoch 0 or -1) is answered in full with session
+  id 0, which tells the client no session was created (Kafka does the same when its
+  session cache is full); an incremental fetch gets FETCH_SESSION_ID_NOT_FOUND, after
+  which clients fall back to full fetches.
+- ListOffsets (earliest -2, latest -1, by timestamp) and OffsetForLeaderEpoch, always as
+  a consumer.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.kafka.translation import (
+    ZERO_MS,
+    KafkaHeader,
+    KafkaRequestError,
+    Translation,
+    build,
+    kafka_error,
+    ms_of,
+    response_class,
+    schema_class,
+)
+from client.protocol import messages as m
+from client.protocol.api import ApiKey
+from client.protocol.codec import RequestHeader
+from client.protocol.errors import ErrorCode, ProtocolError
+from server_common.network import (
+    CLOSE_CONNECTION,
+    NO_RESPONSE,
+    Reply,
+    error_answer,
+    is_error_answer,
+)
+
+log = logging.getLogger(__name__)
+
+NativeHandler = Callable[[RequestHeader, Any], Awaitable[Any]]
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+ZERO_UUID = uuid.UUID(int=0)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+class KafkaDispatcher:
+    """Serves kio requests through `translations` and the native `handle_native`."""
+
+    def __init__(
+        self,
+        handle_native: NativeHandler,
+        translations: Callable[[], dict[int, Translation]] | None = None,
+    ) -> None:
+        if translations is None:
+            from broker.kafka.versions import translations
+        self._handle_native = handle_native
+        self._translations = translations
+
+    async def __call__(self, header: KafkaHeader, request: Any) -> Any:
+        translation = self._translations().get(header.api_key)
+        if translation is None:  # the decoder only lets through what is translated
+            return error_answer(ErrorCode.UNSUPPORTED_VERSION, f"api {header.api_key}")
+        version = header.api_version
+        try:
+            native = translation.to_native(request, header)
+        except KafkaRequestError as exc:
+            log.info("answering api %s with %s: %s", header.api_key, exc.code, exc)
+            return _error_response(translation, request, version, exc.code)
+        except Exception:
+            log.exception("cannot translate a request of api %s v%s", header.api_key, version)
+            return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        try:
+            outcome = await self._handle_native(header.native(), native)
+        except ProtocolError as exc:  # what the native loop answers with INVALID_REQUEST
+            log.info("bad request %s (api %s): %s", header.correlation_id, header.api_key, exc)
+            return _error_response(translation, request, version, ErrorCode.INVALID_REQUEST)
+        except Exception:
+            log.exception("handler for api %s failed (Kafka listener)", header.api_key)
+            return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        return _translate_outcome(translation, request, version, outcome)
+
+
+def _translate_outcome(translation: Translation, request: Any, version: int, outcome: Any) -> Any:
+    if outcome is NO_RESPONSE or outcome is CLOSE_CONNECTION:
+        return outcome
+    if isinstance(outcome, Reply):
+        return outcome.then(lambda value: _translate_outcome(translation, request, version, value))
+    if is_error_answer(outcome):
+        return _error_response(translation, request, version, outcome.code)
+    try:
+        return translation.from_native(outcome, version)
+    except Exception:
+        log.exception("cannot translate a response of api %s v%s", translation.api_key, version)
+        return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _error_response(translation: Translation, request: Any, version: int, code: int) -> Any:
+    try:
+        return translation.error_response(request, version, int(code))
+    except Exception:
+        log.exception("cannot build an error response of api %s", translation.api_key)
+        return error_answer(ErrorCode.from_code(int(code)), "")  # the wire's generic one
+
+
+def _datetime_ms(ms: int) -> datetime.datetime | None:
+    return None if ms < 0 else _EPOCH + datetime.timedelta(milliseconds=ms)
+
+
+# --- ApiVersions (18) ------------------------------------------------------------------
+
+
+def _api_versions_response(version: int, code: int) -> Any:
+    from broker.kafka.versions import supported
+
+    cls = response_class(ApiKey.API_VERSIONS, version)
+    entry = schema_class(cls, "ApiVersion")
+    return build(
+        cls,
+        error_code=kafka_error(code),
+        api_keys=tuple(
+            entry(api_key=key, min_version=low, max_version=high)
+            for key, (low, high) in sorted(supported().items())
+        ),
+        throttle_time=ZERO_MS,
+    )
+
+
+API_VERSIONS = Translation(
+    api_key=ApiKey.API_VERSIONS,
+    min_version=0,
+    max_version=3,
+    to_native=lambda request, header: m.ApiVersionsRequest(),
+    from_native=lambda response, version: _api_versions_response(version, ErrorCode.NONE),
+    error_response=lambda request, version, code: _api_versions_response(version, code),
+)
+
+
+# --- Metadata (3) ----------------------------------------------------------------------
+
+
+def _metadata_to_native(request: Any, header: KafkaHeader) -> m.MetadataRequest:
+    if request.topics is None or (header.api_version == 0 and not request.topics):
+        names = None  # all topics (v0 says so with an empty list)
+    else:
+        names = [t.name if t.name is not None else "" for t in request.topics]
+    return m.MetadataRequest(topics=names, allow_auto_topic_creation=False)
+
+
+def _admin_node(response: m.MetadataResponse) -> int:
+    """The node Kafka clients send controller requests (CreateTopics, DeleteTopics) to.
+
+    Tributary's controller is its own process, not a broker, and every broker serves those
+    requests itself; so Kafka clients are given the lowest live broker as "controller" (-1,
+    as Kafka answers when there is none, only when no broker is live)."""
+    return min((b.node_id for b in response.brokers), default=-1)
+
+
+def _metadata_from_native(response: m.MetadataResponse, version: int) -> Any:
+    cls = response_class(ApiKey.METADATA, version)
+    broker_cls = schema_class(cls, "MetadataResponseBroker")
+    topic_cls = schema_class(cls, "MetadataResponseTopic")
+    partition_cls = schema_class(cls, "MetadataResponsePartition")
+    return build(
+        cls,
+        throttle_time=ZERO_MS,
+        brokers=tuple(
+            build(broker_cls, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in response.brokers
+        ),
+        cluster_id=response.cluster_id,
+        controller_id=_admin_node(response),
+        topics=tuple(
+            build(
+                topic_cls,
+                error_code=kafka_error(t.error_code),
+                name=t.name,
+                topic_id=ZERO_UUID,
+                is_internal=t.is_internal,
+                partitions=tuple(
+                    build(
+                        partition_cls,
+                        error_code=kafka_error(p.error_code),
+                        partition_index=p.partition,
+                        leader_id=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=tuple(p.replicas),
+                        isr_nodes=tuple(p.isr),
+                        offline_replicas=tuple(p.offline_replicas),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in response.topics
+        ),
+    )
+
+
+def _metadata_error(request: Any, version: int, code: int) -> Any:
+    cls = response_class(ApiKey.METADATA, version)
+    topic_cls = schema_class(cls, "MetadataResponseTopic")
+    return build(
+        cls,
+        throttle_time=ZERO_MS,
+        brokers=(),
+        topics=tuple(
+            build(
+                topic_cls,
+                error_code=kafka_error(code),
+                name=t.name,
+                topic_id=ZERO_UUID,
+                partitions=(),
+            )
+            for t in request.topics or ()
+        ),
+    )
+
+
+METADATA = Translation(
+    api_key=ApiKey.METADATA,
+    min_version=0,
+    max_version=12,
+    to_native=_metadata_to_native,
+    from_native=_metadata_from_native,
+    error_response=_metadata_error,
+)
+
+
+# --- Produce (0) -----------------------------------------------------------------------
+
+
+def _produce_to_native(request: Any, header: KafkaHeader) -> m.ProduceRequest:
+    return m.ProduceRequest(
+        transactional_id=request.transactional_id,
+        acks=request.acks,
+        timeout_ms=ms_of(request.timeout),
+        topics=[
+            m.ProduceTopic(
+                name=t.name,
+                partitions=[
+                    m.ProducePartition(partition=p.index, records=bytes(p.records or b""))
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ],
+    )
+
+
+def _produce_response(version: int, topics: list[tuple[str, list[dict]]]) -> Any:
+    cls = response_class(ApiKey.PRODUCE, version)
+    topic_cls = schema_class(cls, "TopicProduceResponse")
+    partition_cls = schema_class(cls, "PartitionProduceResponse")
+    return build(
+        cls,
+        throttle_time=ZERO_MS,
+        responses=tuple(
+            build(
+                topic_cls,
+                name=name,
+                partition_responses=tuple(
+                    build(partition_cls, record_errors=(), **p) for p in partitions
+                ),
+            )
+            for name, partitions in topics
+        ),
+    )
+
+
+def _produce_from_native(response: m.ProduceResponse, version: int) -> Any:
+    return _produce_response(
+        version,
+        [
+            (
+                t.name,
+                [
+                    dict(
+                        index=p.partition,
+                        error_code=kafka_error(p.error_code),
+                        base_offset=p.base_offset,
+                        log_append_time=_datetime_ms(p.log_append_time_ms),
+                        log_start_offset=p.log_start_offset,
+                        error_message=p.error_message,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in response.topics
+        ],
+    )
+
+
+def _produce_error(request: Any, version: int, code: int) -> Any:
+    if request.acks == 0:
+        return NO_RESPONSE
+    return _produce_response(
+        version,
+        [
+            (
+                t.name,
+                [
+                    dict(
+                        index=p.index,
+                        error_code=kafka_error(code),
+                        base_offset=-1,
+                        log_append_time=None,
+                        log_start_offset=-1,
+                    )
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ],
+    )
+
+
+PRODUCE = Translation(
+    api_key=ApiKey.PRODUCE,
+    min_version=3,
+    max_version=9,
+    to_native=_produce_to_native,
+    from_native=_produce_from_native,
+    error_response=_produce_error,
+)
+
+
+# --- Fetch (1) -------------------------------------------------------------------------
+
+
+def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
+    session_epoch = getattr(request, "session_epoch", -1)
+    if session_epoch not in (0, -1):
+        # An incremental fetch in a session we never created (we create none).
+        raise KafkaRequestError(
+            FETCH_SESSION_ID_NOT_FOUND, f"fetch session {request.session_id} not found"
+        )
+    return m.FetchRequest(
+        replica_id=m.CONSUMER_REPLICA_ID,  # a Kafka client is never a follower of ours
+        max_wait_ms=ms_of(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=request.isolation_level,
+        topics=[
+            m.FetchTopic(
+                topic=t.topic,
+                partitions=[
+                    m.FetchPartition(
+                        partition=p.partition,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                        fetch_offset=p.fetch_offset,
+                        last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+                        log_start_offset=getattr(p, "log_start_offset", -1),
+                        partition_max_bytes=p.partition_max_bytes,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+def _kafka_records() -> Callable[[bytes], bytes]:
+    try:
+        from client.protocol.kafka_records import to_kafka_format
+    except ImportError:  # the converter is not there yet: pass batches through
+        return bytes
+    return to_kafka_format
+
+
+def _fetch_response(version: int, code: int, topics: list[tuple[str, list[dict]]]) -> Any:
+    cls = response_class(ApiKey.FETCH, version)
+    topic_cls = schema_class(cls, "FetchableTopicResponse")
+    partition_cls = schema_class(cls, "PartitionData")
+    return build(
+        cls,
+        throttle_time=ZERO_MS,
+        error_code=kafka_error(code),
+        session_id=0,
+        responses=tuple(
+            build(
+                topic_cls,
+                topic=name,
+                partitions=tuple(
+                    build(partition_cls, aborted_transactions=(), **p) for p in partitions
+                ),
+            )
+            for name, partitions in topics
+        ),
+    )
+
+
+def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
+    convert = _kafka_records()
+    return _fetch_response(
+        version,
+        response.error_code,
+        [
+            (
+                t.topic,
+                [
+                    dict(
+                        partition_index=p.partition,
+                        error_code=kafka_error(p.error_code),
+                        high_watermark=p.high_watermark,
+                        last_stable_offset=p.last_stable_offset,
+                        log_start_offset=p.log_start_offset,
+                        records=convert(p.records) if p.records else b"",
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in response.topics
+        ],
+    )
+
+
+def _fetch_error(request: Any, version: int, code: int) -> Any:
+    if version >= 7:  # a top-level error code exists: no partitions (what Kafka sends)
+        return _fetch_response(version, code, [])
+    return _fetch_response(
+        version,
+        ErrorCode.NONE,
+        [
+            (
+                t.topic,
+                [
+                    dict(
+                        partition_index=p.partition,
+                        error_code=kafka_error(code),
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        records=b"",
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+FETCH = Translation(
+    api_key=ApiKey.FETCH,
+    min_version=4,
+    max_version=12,
+    to_native=_fetch_to_native,
+    from_native=_fetch_from_native,
+    error_response=_fetch_error,
+)
+
+
+# --- ListOffsets (2) -------------------------------------------------------------------
+
+
+def _list_offsets_to_native(request: Any, header: KafkaHeader) -> m.ListOffsetsRequest:
+    return m.ListOffsetsRequest(
+        replica_id=m.CONSUMER_REPLICA_ID,
+        isolation_level=getattr(request, "isolation_level", 0),
+        topics=[
+            m.ListOffsetsTopic(
+                name=t.name,
+                partitions=[
+                    m.ListOffsetsPartition(
+                        partition=p.partition_index,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                        timestamp=p.timestamp,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+def _list_offsets_response(version: int, topics: list[tuple[str, list[dict]]]) -> Any:
+    cls = response_class(ApiKey.LIST_OFFSETS, version)
+    topic_cls = schema_class(cls, "ListOffsetsTopicResponse")
+    partition_cls = schema_class(cls, "ListOffsetsPartitionResponse")
+    return build(
+        cls,
+        throttle_time=ZERO_MS,
+        topics=tuple(
+            build(topic_cls, name=name, partitions=tuple(build(partition_cls, **p) for p in parts))
+            for name, parts in topics
+        ),
+    )
+
+
+def _list_offsets_from_native(response: m.ListOffsetsResponse, version: int) -> Any:
+    return _list_offsets_response(
+        version,
+        [
+            (
+                t.name,
+                [
+                    dict(
+                        partition_index=p.partition,
+                        error_code=kafka_error(p.error_code),
+                        timestamp=p.timestamp,
+                        offset=p.offset,
+                        leader_epoch=p.leader_epoch,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in response.topics
+        ],
+    )
+
+
+def _list_offsets_error(request: Any, version: int, code: int) -> Any:
+    return _list_offsets_response(
+        version,
+        [
+            (
+                t.name,
+                [
+                    dict(
+                        partition_index=p.partition_index,
+                        error_code=kafka_error(code),
+                        timestamp=-1,
+                        offset=-1,
+                        leader_epoch=-1,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+LIST_OFFSETS = Translation(
+    api_key=ApiKey.LIST_OFFSETS,
+    min_version=1,
+    max_version=6,
+    to_native=_list_offsets_to_native,
+    from_native=_list_offsets_from_native,
+    error_response=_list_offsets_error,
+)
+
+
+# --- OffsetForLeaderEpoch (23) ---------------------------------------------------------
+
+
+def _epoch_to_native(request: Any, header: KafkaHeader) -> m.OffsetForLeaderEpochRequest:
+    return m.OffsetForLeaderEpochRequest(
+        replica_id=m.CONSUMER_REPLICA_ID,
+        topics=[
+            m.OffsetForLeaderEpochTopic(
+                topic=t.topic,
+                partitions=[
+                    m.OffsetForLeaderEpochPartition(
+                        partition=p.partition,
+                        current_leader_epoch=p.current_leader_epoch,
+                        leader_epoch=p.leader_epoch,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+def _epoch_response(version: int, topics: list[tuple[str, list[dict]]]) -> Any:
+    cls = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+    topic_cls = schema_class(cls, "OffsetForLeaderTopicResult")
+    partition_cls = schema_class(cls, "EpochEndOffset")
+    return build(
+        cls,
+        throttle_time=ZERO_MS,
+        topics=tuple(
+            build(topic_cls, topic=name, partitions=tuple(build(partition_cls, **p) for p in parts))
+            for name, parts in topics
+        ),
+    )
+
+
+def _epoch_from_native(response: m.OffsetForLeaderEpochResponse, version: int) -> Any:
+    return _epoch_response(
+        version,
+        [
+            (
+                t.topic,
+                [
+                    dict(
+                        error_code=kafka_error(p.error_code),
+                        partition=p.partition,
+                        leader_epoch=p.leader_epoch,
+                        end_offset=p.end_offset,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in response.topics
+        ],
+    )
+
+
+def _epoch_error(request: Any, version: int, code: int) -> Any:
+    return _epoch_response(
+        version,
+        [
+            (
+                t.topic,
+                [
+                    dict(
+                        error_code=kafka_error(code),
+                        partition=p.partition,
+                        leader_epoch=-1,
+                        end_offset=-1,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+OFFSET_FOR_LEADER_EPOCH = Translation(
+    api_key=ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    min_version=2,
+    max_version=4,
+    to_native=_epoch_to_native,
+    from_native=_epoch_from_native,
+    error_response=_epoch_error,
+)
+
+
+TRANSLATIONS: dict[int, Translation] = {
+    int(t.api_key): t
+    for t in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH)
+}
