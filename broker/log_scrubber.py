@@ -157,6 +157,7 @@ class LogScrubber:
         self._pass_started = 0.0
         self._last_checkpoint = 0.0
         self._step_down_asked: dict[TopicPartition, float] = {}
+        self._leading_since: dict[TopicPartition, tuple[int, float]] = {}  # (epoch, when)
         self._repair_wakeup = trio.Event()
         self._repaired = trio.Event()
         metrics = metrics or MetricsRegistry()
@@ -339,6 +340,8 @@ class LogScrubber:
                 partition.isr if partition.is_leader else (),
                 partition.high_watermark,
                 partition.log_start_offset,
+                self._leading_for_ms(tp, partition),
+                int(2000 * self.settings.repair_backoff_s),
             )
             plan = plan_repair(view, merge_ranges(r.range for r in reports))
             if not isinstance(plan, Unrepairable):
@@ -376,6 +379,19 @@ class LogScrubber:
                 self._events(
                     "leader_step_down_requested", {"topic": tp.topic, "partition": tp.partition}
                 )
+
+    def _leading_for_ms(self, tp: TopicPartition, partition) -> int:
+        """How long this broker has led `tp` at its current epoch, as the scrubber saw it
+        (from the first repair round that found it leading)."""
+        if not partition.is_leader:
+            self._leading_since.pop(tp, None)
+            return 0
+        now = trio.current_time()
+        epoch, since = self._leading_since.get(tp, (None, now))
+        if epoch != partition.leader_epoch:
+            epoch, since = partition.leader_epoch, now
+            self._leading_since[tp] = (epoch, since)
+        return int((now - since) * 1000)
 
     def _mark(self, tp: TopicPartition, status: str, detail: str) -> None:
         for report in self.pending.get(tp, []):

@@ -25,7 +25,10 @@ the reading, fetching and writing):
     range, stay. A range at or above the HW waits (the leader does not serve it yet).
   - Case B, the leader, with other ISR members: ask the controller to move leadership
     to the next ISR member (`StepDown`); once a follower, Case A applies. Consumers get
-    `CorruptRecordError` meanwhile, never the damaged value.
+    `CorruptRecordError` meanwhile, never the damaged value. A leader that has led for
+    less than `step_down_grace_ms` waits first: its followers may need its good copies
+    (two replicas each damaged where the other is good would otherwise pass leadership
+    back and forth without either repairing: the planner's property test found that).
   - Case C, the leader and the only ISR member: no other copy can be trusted, so nothing
     is changed (`Unrepairable`): the damaged range is reported and kept.
   - Case D, ranges wholly below the log start offset: retention removed them: `Drop`.
@@ -148,6 +151,8 @@ class ReplicaView:
     isr: tuple[int, ...]
     high_watermark: int
     log_start_offset: int
+    leader_for_ms: int = 0  # how long this broker has led (0 when it follows)
+    step_down_grace_ms: int = 0  # lead at least this long before stepping down
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,8 @@ def plan_repair(view: ReplicaView, ranges: Sequence[CorruptRange]) -> RepairPlan
                 f"broker {view.broker_id} leads and is the only in-sync replica: "
                 "no other copy to repair from"
             )
+        if view.leader_for_ms < view.step_down_grace_ms:
+            return Wait("leading for too short a time: followers may repair from us first")
         return StepDown(others)  # Case B
     committed = tuple(r for r in live if r.last_offset < view.high_watermark)  # Case A
     waiting = tuple(r for r in live if r.last_offset >= view.high_watermark)
