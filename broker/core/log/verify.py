@@ -100,9 +100,9 @@ class SegmentScan:
                 if base < self.next_offset or last >= self.end_offset:
                     self._broken(f"batch at position {self.position + rel}: {exc}")
                     return rel
-                self.corrupt.append(
-                    CorruptRange(base, last, segment.base_offset, f"{exc}".split(" (")[0])
-                )
+                where = f"at byte {self.position + rel}"
+                reason = str(exc).split(" (")[0].replace("at position 0", where)
+                self.corrupt.append(CorruptRange(base, last, segment.base_offset, reason))
                 self.next_offset = last + 1
             else:
                 if header.base_offset < self.next_offset:
