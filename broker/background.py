@@ -14,7 +14,9 @@ what comes back, nothing more:
 - `checkpointer`, `retention`, `flusher`: HW and recovery-point checkpoints, retention,
   and `flush.ms`/`flush.messages` fsyncs, each on its Kafka interval;
 - `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
-- `log_cleaner` (when set, `broker/log_cleaner.py`): compaction of `compact` logs.
+- `log_cleaner` (when set, `broker/log_cleaner.py`): compaction of `compact` logs;
+- `log_scrubber` (when set, `broker/log_scrubber.py`): CRC checks of closed segments
+  and repair of damaged batches.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from broker.core.log.manager import LogManager
 from broker.core.partition import IsrUpdate
 from broker.core.replica_manager import ReplicaManager
 from broker.log_cleaner import LogCleanerTask
+from broker.log_scrubber import LogScrubber
 from broker.zk_gateway import BrokerZkGateway
 from server_common.jsonl import JsonLinesFile
 from server_common.metrics import MetricsRegistry
@@ -76,6 +79,7 @@ class BackgroundTasks:
         self.replica_manager: ReplicaManager | None = None
         self.log_manager: LogManager | None = None
         self.log_cleaner: LogCleanerTask | None = None  # set by the server when enabled
+        self.log_scrubber: LogScrubber | None = None  # set by the server when enabled
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrUpdate](math.inf)
         self._reaper_wakeup = trio.Event()
 
@@ -104,6 +108,8 @@ class BackgroundTasks:
             nursery.start_soon(task)
         if self.log_cleaner is not None:
             nursery.start_soon(self.log_cleaner.run)
+        if self.log_scrubber is not None:
+            nursery.start_soon(self.log_scrubber.run)
 
     # -- tasks ---------------------------------------------------------------------------
     async def isr_writer(self) -> None:

@@ -52,6 +52,11 @@ def register_broker_metrics(
         lambda: stats.failed_isr_updates,
     )
     reg.gauge("truncations_total", "log truncations as a follower", lambda: stats.truncations)
+    reg.gauge(
+        "corrupt_fetch_responses_total",
+        "follower fetch responses not appended because a batch failed its CRC check",
+        lambda: stats.corrupt_fetches,
+    )
     reg.gauge("bytes_in_total", "BytesInPerSec as a running total", lambda: stats.bytes_in)
     reg.gauge("bytes_out_total", "BytesOutPerSec as a running total", lambda: stats.bytes_out)
     reg.gauge("messages_in_total", "MessagesInPerSec as a running total", lambda: stats.messages_in)

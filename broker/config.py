@@ -161,6 +161,31 @@ BROKER_CONFIG = ConfigDef(
             "delete",
             "default cleanup.policy (delete, compact or compact,delete)",
         ),
+        # -- scrubber (Tributary's own: background CRC checks and repair) --------------
+        ConfigKey(
+            "log.scrub.enable", "bool", True, "check closed segments' CRCs in the background"
+        ),
+        ConfigKey(
+            "log.scrub.bytes.per.second",
+            "int",
+            1024 * 1024,
+            "scrubber read rate limit (HDFS's block scanner default, 1 MiB/s)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "log.scrub.interval.ms",
+            "int",
+            7 * DAY_MS,
+            "start a new full pass this long after the previous one started",
+            at_least(1),
+        ),
+        ConfigKey(
+            "log.scrub.repair.backoff.ms",
+            "int",
+            5000,
+            "retry an unfinished repair (or leader step-down request) this often",
+            at_least(1),
+        ),
         # -- group coordinator and __consumer_offsets ---------------------------------
         ConfigKey(
             "offsets.topic.num.partitions",

@@ -28,6 +28,7 @@ from broker.core.metadata_cache import BrokerEndpoint, MetadataCache, PartitionM
 from broker.core.partition import PartitionStateUpdate
 from broker.core.replica_manager import ReplicaManager
 from broker.group_handlers import GROUP_APIS, GroupHandlers
+from broker.log_scrubber import LogScrubber
 from broker.metadata_changes import MetadataChanges
 from broker.registration import BrokerIdentity
 from broker.topic_configs import TopicConfigs
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 # Longest a fetch may wait in purgatory, whatever the client asks (Kafka has no cap but
 # the client's request timeout; a cap keeps a confused client from pinning memory).
 MAX_FETCH_WAIT_MS = 60_000
+# Longest VerifyLogDirs waits for repairs (the client's request timeout must cover it).
+MAX_VERIFY_WAIT_MS = 300_000
 
 
 class RequestHandlers:
@@ -58,6 +61,7 @@ class RequestHandlers:
         clock: Callable[[], int],
         log_dir: str,
         groups: GroupHandlers | None = None,
+        scrubber: LogScrubber | None = None,
     ):
         self.rm = replica_manager
         self.groups = groups
@@ -67,6 +71,7 @@ class RequestHandlers:
         self.metadata_changes = metadata_changes
         self.now_ms = clock
         self.log_dir = log_dir
+        self.scrubber = scrubber
         self._dispatch = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -77,6 +82,7 @@ class RequestHandlers:
             ApiKey.UPDATE_METADATA: self.update_metadata,
             ApiKey.STOP_REPLICA: self.stop_replica,
             ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
+            ApiKey.VERIFY_LOG_DIRS: self.verify_log_dirs,
             ApiKey.CREATE_TOPICS: admin.create_topics,
             ApiKey.DELETE_TOPICS: admin.delete_topics,
             ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
@@ -415,6 +421,43 @@ class RequestHandlers:
         )
 
     # -- introspection -----------------------------------------------------------------
+    async def verify_log_dirs(self, request: m.VerifyLogDirsRequest) -> m.VerifyLogDirsResponse:
+        """An on-demand scrub (broker/log_scrubber.py `verify`): check, repair, report."""
+        if self.scrubber is None:
+            return m.VerifyLogDirsResponse(
+                error_code=ErrorCode.UNSUPPORTED_VERSION,
+                error_message="this broker has no scrubber",
+                broker_id=self.identity.broker_id,
+                partitions=[],
+            )
+        topics = None if request.topics is None else set(request.topics)
+        timeout_s = max(0, min(request.timeout_ms, MAX_VERIFY_WAIT_MS)) / 1000
+        reports = await self.scrubber.verify(topics, timeout_s)
+        return m.VerifyLogDirsResponse(
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            broker_id=self.identity.broker_id,
+            partitions=[
+                m.VerifyLogDirsPartition(
+                    topic=report.topic_partition.topic,
+                    partition=report.topic_partition.partition,
+                    batches=report.batches,
+                    bytes=report.bytes,
+                    ranges=[
+                        m.VerifyLogDirsRange(
+                            first_offset=r.range.first_offset,
+                            last_offset=r.range.last_offset,
+                            segment_base_offset=r.range.segment_base_offset,
+                            status=r.status,
+                            detail=r.detail or r.range.reason,
+                        )
+                        for r in report.ranges
+                    ],
+                )
+                for report in reports
+            ],
+        )
+
     async def describe_log_dirs(
         self, request: m.DescribeLogDirsRequest
     ) -> m.DescribeLogDirsResponse:

@@ -15,8 +15,9 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   translation layer (`broker.kafka.translate.KafkaDispatcher`) to the same handlers;
 - `FetcherManager` (fetcher.py): one fetcher task per leader this broker follows;
 - `BackgroundTasks` (background.py): ISR writes, ISR shrink and propagation, delayed
-  operation expiry, checkpoints, retention, flushes, metrics snapshots, and the log
-  cleaner (log_cleaner.py) that compacts `compact` topics;
+  operation expiry, checkpoints, retention, flushes, metrics snapshots, the log
+  cleaner (log_cleaner.py) that compacts `compact` topics, and the scrubber
+  (log_scrubber.py) that checks closed segments' CRCs and repairs damaged batches;
 - `GroupService` and `GroupHandlers` (group_service.py, group_handlers.py): the consumer
   group coordinator for the `__consumer_offsets` partitions this broker leads.
 
@@ -52,6 +53,7 @@ from broker.kafka import versions as kafka_versions
 from broker.kafka.translate import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
 from broker.log_cleaner import LogCleanerTask
+from broker.log_scrubber import LogScrubber
 from broker.metadata_changes import MetadataChanges
 from broker.registration import BrokerIdentity, Registration
 from broker.topic_configs import TopicConfigs
@@ -155,6 +157,19 @@ class BrokerServer:
             self.now_ms,
             self.metrics,
         )
+        self.scrubber = LogScrubber.for_broker(
+            self.config,
+            self.log_manager,
+            self.replica_manager,
+            clock=self.now_ms,
+            events=self.record_event,
+            endpoint=self.metadata_cache.endpoint,
+            connector=self.transport.connect,
+            request_step_down=self.gateway.request_leader_step_down,
+            metrics=self.metrics,
+        )
+        if self.scrubber.settings.enable:
+            self.background.log_scrubber = self.scrubber
         admin = AdminHandlers(
             self.gateway,
             self.metadata_cache,
@@ -185,6 +200,7 @@ class BrokerServer:
             metadata_changes=self.metadata_changes,
             clock=self.now_ms,
             log_dir=str(log_dir),
+            scrubber=self.scrubber,
             groups=GroupHandlers(
                 self.groups, self.metadata_cache, broker_id=self.broker_id, clock=self.now_ms
             ),

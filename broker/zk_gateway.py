@@ -220,6 +220,21 @@ class BrokerZkGateway:
             except NodeExistsError:
                 await trio.sleep(ELECTION_RETRY_S)
 
+    async def request_leader_step_down(self, broker_id: int, partitions: list[TopicPartition]):
+        """Ask the controller to move these leaderships away from `broker_id` (the
+        scrubber found damaged bytes). A request of ours still there (a controller that
+        failed over before handling it) is replaced, which notifies the controller again."""
+        path = zkdata.leader_step_down_path(broker_id)
+        data = zkdata.encode_partition_list([(tp.topic, tp.partition) for tp in partitions])
+        try:
+            await self.zk.create(path, data, makepath=True)
+        except NodeExistsError:
+            try:
+                await self.zk.delete(path)
+            except NoNodeError:
+                pass
+            await self.zk.create(path, data, makepath=True)
+
     async def start_reassignment(self, plan: dict[tuple[str, int], tuple[int, ...]]) -> bool:
         """Write /admin/reassign_partitions; False if a reassignment is in progress."""
         try:

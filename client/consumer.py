@@ -13,6 +13,12 @@ How it works (Kafka 2.8's KafkaConsumer):
   naming the leader epoch from metadata (KIP-320). It sleeps until woken by a poll, a
   seek, an answer or fresh metadata.
 - An answer's record batches come whole, so records below the position are skipped.
+  With `check_crcs` (Kafka's check.crcs, on by default) every batch at or above the
+  position has its CRC-32C checked before it is decoded: the records of the batches
+  before a damaged one are handed out, then `poll()` raises `CorruptBatchError` (a
+  `CorruptRecordError`) naming the topic, partition, offset range and broker, and keeps
+  raising it at that position until the application seeks past it. Damaged bytes are
+  never decoded into records.
   OFFSET_OUT_OF_RANGE resets the position by `auto_offset_reset`, or with "none" makes
   the next `poll()` raise `OffsetOutOfRangeError`. A stale-leader error
   (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, ...) or a lost connection asks
@@ -66,7 +72,13 @@ from client.metadata import (
 )
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError
-from client.protocol.records import RecordError, decode_records, iter_batches
+from client.protocol.records import (
+    CorruptRecordError,
+    RecordError,
+    decode_records,
+    iter_batches,
+    validate_batch,
+)
 from client.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -141,6 +153,26 @@ class OffsetOutOfRangeError(TributaryError):
         return False
 
 
+class CorruptBatchError(CorruptRecordError):
+    """A fetched batch failed its CRC check: the bytes the broker sent are damaged.
+
+    `first_offset`/`last_offset` are the batch's offsets (as its header says: the header
+    itself may be damaged), `broker` the broker that sent it.
+    """
+
+    def __init__(
+        self, tp: TopicPartition, first_offset: int, last_offset: int, broker: int, detail: str
+    ) -> None:
+        self.topic, self.partition = tp
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.broker = broker
+        super().__init__(
+            f"corrupt record batch in {tp.topic}-{tp.partition} at offsets "
+            f"{first_offset}..{last_offset} from broker {broker}: {detail}"
+        )
+
+
 class _PartitionState:
     __slots__ = (
         "backoff_until_ms",
@@ -212,6 +244,7 @@ class Consumer:
         max_poll_records: int = 500,
         request_timeout_ms: float = 30_000,
         retry_backoff_ms: float = 100,
+        check_crcs: bool = True,
         metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
         group_id: str | None = None,
         group_instance_id: str | None = None,
@@ -239,6 +272,7 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.check_crcs = check_crcs
         self.metadata = Metadata(
             pool,
             bootstrap,
@@ -840,7 +874,7 @@ class Consumer:
                 state, generation, offset = entry
                 if self._states.get(tp) is not state or state.generation != generation:
                     continue  # unassigned or sought while the fetch was out: drop the answer
-                arrived |= self._apply_fetched(tp, state, offset, part)
+                arrived |= self._apply_fetched(tp, state, offset, part, node)
         if arrived:
             self._data_arrived()
 
@@ -850,6 +884,7 @@ class Consumer:
         state: _PartitionState,
         offset: int,
         part: m.FetchResponsePartition,
+        node: int = -1,
     ) -> bool:
         """Buffer one partition's answer; True if poll() has something new (records or
         an error to raise)."""
@@ -860,11 +895,17 @@ class Consumer:
             if not part.records:
                 return False
             try:
-                records, next_offset = _decode(tp, part.records, offset)
+                records, next_offset, corrupt = _decode(
+                    tp, part.records, offset, check_crcs=self.check_crcs, broker=node
+                )
             except RecordError as exc:
                 state.error = TributaryError(
                     ErrorCode.CORRUPT_MESSAGE, f"{tp} at offset {offset}: {exc}"
                 )
+                return True
+            if corrupt is not None and not records:
+                log.error("%s", corrupt)
+                state.error = corrupt
                 return True
             state.buffer = records
             state.buffer_index = 0
@@ -1002,16 +1043,28 @@ class Consumer:
         )
 
 
-def _decode(tp: TopicPartition, data: bytes, position: int) -> tuple[list[ConsumerRecord], int]:
-    """Records at or above `position` in whole batches, and the offset after the last."""
+def _decode(
+    tp: TopicPartition, data: bytes, position: int, *, check_crcs: bool = True, broker: int = -1
+) -> tuple[list[ConsumerRecord], int, CorruptBatchError | None]:
+    """Records at or above `position` in whole batches, the offset after the last, and
+    (with `check_crcs`) the error for the first damaged batch: decoding stops before it,
+    so the offset returned is where that batch starts."""
     view = memoryview(data)
     out: list[ConsumerRecord] = []
     next_offset = position
     topic, partition = tp
     for pos, header in iter_batches(view):
-        next_offset = header.next_offset
-        if next_offset <= position:
+        if header.next_offset <= position:
+            next_offset = header.next_offset
             continue
+        if check_crcs:
+            try:
+                validate_batch(view, pos, strict=False)
+            except CorruptRecordError as exc:
+                first = max(header.base_offset, next_offset)
+                error = CorruptBatchError(tp, first, header.last_offset, broker, str(exc))
+                return out, max(position, header.base_offset), error
+        next_offset = header.next_offset
         epoch = header.partition_leader_epoch
         for r in decode_records(view[pos : pos + header.size]):
             if r.offset >= position:
@@ -1020,7 +1073,7 @@ def _decode(tp: TopicPartition, data: bytes, position: int) -> tuple[list[Consum
                         topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers, epoch
                     )
                 )
-    return out, next_offset
+    return out, next_offset, None
 
 
 def _now_ms() -> float:

@@ -75,6 +75,11 @@ class PreferredReplicaElection:
 
 
 @dataclass(frozen=True)
+class LeaderStepDown:
+    """/admin/leader_step_down children changed (a broker found damaged bytes)."""
+
+
+@dataclass(frozen=True)
 class PartitionReassignment:
     """/admin/reassign_partitions changed."""
 

@@ -140,6 +140,7 @@ class ControllerServer:
             (zkdata.BROKERS_TOPICS, ev.TopicChange()),
             (zkdata.ISR_CHANGE_NOTIFICATION, ev.IsrChangeNotification()),
             (zkdata.ADMIN_DELETE_TOPICS, ev.TopicDeletion()),
+            (zkdata.ADMIN_LEADER_STEP_DOWN, ev.LeaderStepDown()),
         ]
         for path, event in children:
             nursery.start_soon(self._forward, await self.zk.watch_children(path), event)

@@ -21,6 +21,9 @@ CONFIG_CHANGES = "/config/changes"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+# Tributary's own (Kafka has no such path): a broker whose scrubber found damaged bytes
+# in a partition it leads asks, with one child per broker, to hand the leadership over.
+ADMIN_LEADER_STEP_DOWN = "/admin/leader_step_down"
 CLUSTER_ID = "/cluster/id"
 
 # Paths a fresh cluster needs (Kafka creates the same persistent paths on start-up).
@@ -32,6 +35,7 @@ PERSISTENT_PATHS = (
     CONFIG_TOPICS,
     CONFIG_CHANGES,
     ADMIN_DELETE_TOPICS,
+    ADMIN_LEADER_STEP_DOWN,
 )
 
 NO_LEADER = -1
@@ -344,6 +348,11 @@ def encode_partition_list(partitions: list[tuple[str, int]]) -> bytes:
 
 
 decode_partition_list = decode_isr_change
+
+
+def leader_step_down_path(broker_id: int) -> str:
+    """/admin/leader_step_down/<broker id>: {"version":1,"partitions":[{topic,partition}]}."""
+    return f"{ADMIN_LEADER_STEP_DOWN}/{broker_id}"
 
 
 def encode_reassignment(plan: dict[tuple[str, int], tuple[int, ...]]) -> bytes:

@@ -16,7 +16,10 @@ Options (all strings, as Spark passes them):
 - `pack_bytes` (default 0 = off): segments smaller than this, of the same log dir, are read
   together by one task, up to this many bytes (thousands of tiny segments otherwise cost a
   task each);
-- `topics`: a comma-separated list of topics to read (default: all).
+- `topics`: a comma-separated list of topics to read (default: all);
+- `corrupt_batches` (default false): the error table instead, one row per batch whose
+  CRC does not match (`spark.corruption.CORRUPT_BATCH_SCHEMA`): where it is, the offsets
+  it claims and both CRCs. Such batches are never decoded into records.
 
 A torn or corrupt tail, a vanished file or a file truncated under the reader ends that
 segment's rows with one log line; the job never fails because of it. Offsets appear once
@@ -38,6 +41,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from spark import schemas
+from spark.corruption import CORRUPT_BATCH_SCHEMA, read_slice_corruption
 from spark.decode import SegmentSlice, plan_slices, read_slice_batches, read_slice_records
 from spark.layout import find_log_dirs
 
@@ -119,6 +123,7 @@ class TributaryReader(DataSourceReader):
         self.path = os.path.abspath(options.get("path") or ".")
         self.headers_only = _flag(options, "headers_only", False)
         self.verify_crc = _flag(options, "verify_crc", True)
+        self.corrupt_batches = _flag(options, "corrupt_batches", False)
         self.split_bytes = _int(options, "split_bytes", DEFAULT_SPLIT_BYTES)
         self.pack_bytes = _int(options, "pack_bytes", 0)
         topics = options.get("topics")
@@ -137,6 +142,10 @@ class TributaryReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         slices = partition.slices if isinstance(partition, SlicesPartition) else ()
+        if self.corrupt_batches:
+            for piece in slices:
+                yield from read_slice_corruption(piece)
+            return
         read = read_slice_batches if self.headers_only else read_slice_records
         for piece in slices:
             yield from read(piece, verify_crc=self.verify_crc)
@@ -150,6 +159,8 @@ class TributaryDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
+        if _flag(self.options, "corrupt_batches", False):
+            return CORRUPT_BATCH_SCHEMA
         if _flag(self.options, "headers_only", False):
             return schemas.BATCH_SCHEMA
         return schemas.RECORD_SCHEMA

@@ -10,7 +10,12 @@ epoch and a phase:
 - FETCHING: fetch from our LEO with our current leader epoch (KIP-320 fencing); append
   the batches as they are, and set our HW to min(our LEO, the leader's HW).
 
-Errors back a partition off for `replica.fetch.backoff.ms`; OFFSET_OUT_OF_RANGE below the
+Errors back a partition off for `replica.fetch.backoff.ms`. A fetched batch that fails
+its CRC check is never appended (the log validates the whole response before writing a
+byte): the partition's fetch counts as failed (`stats.corrupt_fetches`, one ERROR line
+naming the leader and offsets), it backs off and fetches the same offset again, in the
+hope that the leader's scrubber repairs its copy or leadership moves. OFFSET_OUT_OF_RANGE
+below the
 leader's log start restarts the log there, above its end goes back to TRUNCATING. The
 shell's fetcher tasks (one per leader) only carry requests and answers: they ask
 `truncation_requests`/`fetch_request` and hand back `apply_truncation`/`apply_fetch`.
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from broker.core.truncation import UNDEFINED_EPOCH, decide_truncation
 from client.protocol.errors import ErrorCode
+from client.protocol.records import CorruptRecordError
 from client.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -233,6 +239,19 @@ class FollowerFetch:
                         partition.log.maybe_increment_log_start_offset(
                             min(result.log_start_offset, partition.high_watermark)
                         )
+                except CorruptRecordError as exc:
+                    self.stats.corrupt_fetches += 1
+                    log.error(
+                        "%s: corrupt batch in the fetch response from leader %d at offset %d "
+                        "(not appended; retrying after %d ms): %s",
+                        tp,
+                        leader_id,
+                        request.fetch_offset,
+                        self.config.replica_fetch_backoff_ms,
+                        exc,
+                    )
+                    self._back_off(tp, state, ErrorCode.CORRUPT_MESSAGE, now_ms)
+                    continue
                 except Exception as exc:
                     log.warning("%s: could not append fetched data: %s", tp, exc)
                     state.phase = FetchPhase.TRUNCATING

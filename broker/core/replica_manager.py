@@ -81,6 +81,7 @@ class ReplicaManagerStats:
     isr_expands: int = 0
     failed_isr_updates: int = 0
     truncations: int = 0
+    corrupt_fetches: int = 0  # follower fetch responses refused for a bad batch CRC
     bytes_in: int = 0
     bytes_out: int = 0
     messages_in: int = 0

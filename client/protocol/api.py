@@ -43,6 +43,8 @@ class ApiKey(IntEnum):
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    # Tributary's own, outside Kafka's numbering: an on-demand scrub of a broker's logs.
+    VERIFY_LOG_DIRS = 1017
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -535,6 +535,49 @@ class DescribeLogDirsResponse:
     results: list[DescribeLogDirsResult]
 
 
+# --- VerifyLogDirs (1017, Tributary's own) -------------------------------------------------
+# An on-demand scrub: the broker checks every batch's CRC in the logs asked for, repairs
+# damaged ranges from an in-sync replica (waiting up to timeout_ms) and reports.
+
+# Fates of a damaged range (VerifyLogDirsRange.status).
+RANGE_REPAIRED = "repaired"
+RANGE_PENDING = "pending"
+RANGE_UNREPAIRABLE = "unrepairable"
+RANGE_DROPPED = "dropped"
+
+
+@struct
+class VerifyLogDirsRequest:
+    topics: list[str] | None  # None = all
+    timeout_ms: int  # how long to wait for repairs
+
+
+@struct
+class VerifyLogDirsRange:
+    first_offset: int
+    last_offset: int
+    segment_base_offset: int
+    status: str
+    detail: str
+
+
+@struct
+class VerifyLogDirsPartition:
+    topic: str
+    partition: int
+    batches: int
+    bytes: int
+    ranges: list[VerifyLogDirsRange]
+
+
+@struct
+class VerifyLogDirsResponse:
+    error_code: int
+    error_message: str | None
+    broker_id: int
+    partitions: list[VerifyLogDirsPartition]
+
+
 # --- DescribeConfigs (32) ------------------------------------------------------------------
 
 # Resource types (Kafka's ConfigResource.Type).
@@ -1022,6 +1065,7 @@ REGISTRY = ApiRegistry(
             ListPartitionReassignmentsRequest,
             ListPartitionReassignmentsResponse,
         ),
+        (ApiKey.VERIFY_LOG_DIRS, VerifyLogDirsRequest, VerifyLogDirsResponse),
     ]
 )
 

@@ -140,6 +140,33 @@ def preferred_elections(ctx: ControllerContext, tps: Iterable[TopicPartition]) -
     return changes
 
 
+def step_down_elections(
+    ctx: ControllerContext, broker_id: int, tps: Iterable[TopicPartition]
+) -> list[StateChange]:
+    """Move leadership away from `broker_id` where it leads (its scrubber found damaged
+    bytes there): to the next live ISR member after it in assignment order, cyclically,
+    so that repeated requests from successive leaders rotate through the whole ISR (each
+    in-sync copy gets to serve the others' repairs). The ISR is unchanged: the old
+    leader's log is complete, only some bytes of it are damaged, and it repairs them as a
+    follower. No other live ISR member: nothing changes."""
+    changes = []
+    for tp in tps:
+        state = ctx.states.get(tp)
+        replicas = ctx.replicas.get(tp, ())
+        if state is None or state.leader != broker_id or ctx.is_deleting(tp.topic):
+            continue
+        if tp in ctx.reassignments or broker_id not in replicas:
+            continue
+        start = replicas.index(broker_id)
+        rotation = replicas[start + 1 :] + replicas[:start]
+        leader = next((r for r in rotation if r in state.isr and r in ctx.live_ids), None)
+        if leader is None:
+            continue
+        new = next_state(state, leader=leader, isr=state.isr, controller_epoch=ctx.epoch)
+        changes.append(StateChange(tp, state, new, Reason.LEADER_STEP_DOWN))
+    return changes
+
+
 def epoch_bumps(
     ctx: ControllerContext, tps: Iterable[TopicPartition], reason: Reason
 ) -> list[StateChange]:

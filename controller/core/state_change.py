@@ -33,6 +33,7 @@ class Reason(StrEnum):
     PREFERRED_ELECTION = "preferred_election"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
     REASSIGNMENT = "reassignment"
+    LEADER_STEP_DOWN = "leader_step_down"
 
 
 @dataclass(frozen=True)

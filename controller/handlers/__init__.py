@@ -21,6 +21,7 @@ HANDLERS = {
     ev.StopReplicaAnswered: deletion.on_stop_replica_answered,
     ev.PreferredReplicaElection: elections.on_preferred_replica_election,
     ev.AutoRebalance: elections.on_auto_rebalance,
+    ev.LeaderStepDown: elections.on_leader_step_down,
     ev.PartitionReassignment: reassignment.on_partition_reassignment,
     ev.ReassigningPartitionChanged: reassignment.on_reassigning_partition_changed,
 }

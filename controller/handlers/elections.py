@@ -7,6 +7,11 @@ the znode is deleted, done or not
 (Kafka does the same; the admin tool reports what moved). The auto-rebalance timer does
 the same for the partitions `rebalance.auto_rebalance_candidates` picks (brokers above
 `leader.imbalance.per.broker.percentage`), when `auto.leader.rebalance.enable` is on.
+
+Leader step-downs (Tributary's own): /admin/leader_step_down/<broker id> lists partitions
+whose leader, that broker, found damaged bytes in its log (broker/log_scrubber.py);
+`decisions.step_down_elections` moves each to the next live ISR member, then the znode
+is deleted, done or not (the broker asks again while the damage stays).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 
 from client.protocol.types import TopicPartition
 from controller.active import ActiveController
-from controller.core.decisions import preferred_elections
+from controller.core.decisions import preferred_elections, step_down_elections
 from controller.core.rebalance import auto_rebalance_candidates
 from controller.events import AutoRebalance
 from controller.handlers.common import send_changes
@@ -43,6 +48,37 @@ async def on_preferred_replica_election(active: ActiveController, event: object 
             ctx.states[tp] = state
     await elect_preferred_leaders(active, known)
     await active.store.set_or_delete(path, None)
+
+
+async def on_leader_step_down(active: ActiveController, event: object = None) -> None:
+    parent = zkdata.ADMIN_LEADER_STEP_DOWN
+    ctx = active.ctx
+    for child in sorted(await active.store.zk.get_children_or_empty(parent)):
+        path = f"{parent}/{child}"
+        partitions = await active.store.read_partition_list(path)
+        if partitions is None:
+            continue
+        try:
+            broker_id = int(child)
+        except ValueError:
+            broker_id = -1
+        tps = [TopicPartition(t, p) for t, p in partitions] if broker_id >= 0 else []
+        known = [tp for tp in tps if tp in ctx.replicas]
+        for tp, state in (await active.store.read_states(known)).items():
+            if state is not None:
+                ctx.states[tp] = state
+        applied = await active.apply_changes(
+            step_down_elections(ctx, broker_id, known),
+            redo=lambda retry, b=broker_id: step_down_elections(ctx, b, retry),
+        )
+        log.info(
+            "leader step-down asked by broker %d for %d partition(s): %d moved",
+            broker_id,
+            len(known),
+            len(applied),
+        )
+        send_changes(active, applied)
+        await active.store.set_or_delete(path, None)
 
 
 async def on_auto_rebalance(active: ActiveController, event: AutoRebalance) -> None:

@@ -175,6 +175,22 @@ def test_preferred_election_only_where_the_preferred_replica_can_lead():
     assert change.new.leader_epoch == 4
 
 
+def test_leader_step_down_rotates_to_the_next_live_isr_member_keeping_the_isr():
+    from controller.core.decisions import step_down_elections
+
+    ctx = make_ctx(
+        brokers=(1, 2, 3),
+        topics={"t": {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}},
+        states={T0: (1, (1, 2, 3)), T1: (2, (2, 1)), T2: (3, (3,))},
+    )
+    changes = {c.tp: c for c in step_down_elections(ctx, 2, [T0, T1, T2])}
+    assert set(changes) == {T1}  # broker 2 leads only T1; T2 has no other ISR member
+    assert changes[T1].new.leader == 1 and changes[T1].new.isr == (2, 1)  # 3 is not in ISR
+    (change,) = step_down_elections(ctx, 1, [T0])
+    assert change.new.leader == 2 and change.new.isr == (1, 2, 3)
+    assert step_down_elections(ctx, 3, [T2]) == []
+
+
 def test_imbalance_and_auto_rebalance_candidates():
     topics = {"t": {p: (1, 2) for p in range(10)}}
     states = {TopicPartition("t", p): (1, (1, 2)) for p in range(10)}

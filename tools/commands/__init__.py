@@ -15,4 +15,5 @@ COMMAND_MODULES: list[str] = [
     "leaders",
     "partitions",
     "analytics",
+    "log_dirs",
 ]

@@ -19,6 +19,11 @@ not committed, so the next run of the group starts exactly at the next record. A
 assigned partition it printed nothing from gets its current position committed (where
 that was a reset to earliest/latest), so the next run does not reset it differently.
 Ctrl-C exits 130 after that last commit.
+
+A batch that fails its CRC check (the consumer checks every batch, as Kafka's
+check.crcs) ends the command with one line naming the topic, partition, offsets and
+broker, exit code 1, after the records before it were printed (and, with a group,
+committed): a damaged value is never printed.
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ from collections.abc import Iterable
 
 import trio
 
-from client.consumer import EARLIEST, LATEST, ConsumerRecord, open_consumer
+from client.consumer import EARLIEST, LATEST, Consumer, ConsumerRecord, open_consumer
 from client.protocol.errors import TributaryError
+from client.protocol.records import CorruptRecordError
 from client.protocol.types import TopicPartition
 from tools.commands.common import (
     add_bootstrap_option,
@@ -158,7 +164,7 @@ def _consume(args: argparse.Namespace) -> int:
                 left = last_record_at + idle_s - trio.current_time()
                 if left <= 0:
                     break
-                records = await consumer.poll(min(left, 1.0) * 1000)
+                records = await _poll_or_fail(consumer, min(left, 1.0) * 1000)
                 if not records:
                     continue
                 last_record_at = trio.current_time()
@@ -325,7 +331,7 @@ async def _group_loop(args, consumer, offsets: PrintedOffsets, commit, run: _Run
         left = last_record_at + idle_s - trio.current_time()
         if left <= 0:
             break
-        records = await consumer.poll(min(left, interval_s, 1.0) * 1000)
+        records = await _poll_or_fail(consumer, min(left, interval_s, 1.0) * 1000)
         if not records:
             continue
         last_record_at = trio.current_time()
@@ -340,6 +346,15 @@ async def _group_loop(args, consumer, offsets: PrintedOffsets, commit, run: _Run
             return
         offsets.printed(records)
         run.count += len(records)
+
+
+async def _poll_or_fail(consumer: Consumer, timeout_ms: float) -> list[ConsumerRecord]:
+    """`consumer.poll`, with a damaged batch turned into the command's one-line error."""
+    try:
+        return await consumer.poll(timeout_ms)
+    except CorruptRecordError as exc:
+        sys.stdout.flush()
+        raise CliError(str(exc)) from None
 
 
 def _finish(count: int) -> None:

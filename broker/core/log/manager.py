@@ -7,6 +7,8 @@ the same dir gets `LogDirLockedError`), reads the checkpoint files, and opens ev
 - `recovery-point-offset-checkpoint` says, per partition, up to where the log is known to
   be on disk; segments from there on are re-validated. `log-start-offset-checkpoint`
   restores log start offsets that lie inside a segment.
+- `scrub-offset-checkpoint` is the scrubber's (broker/log_scrubber.py): how far its
+  current pass has checked each log (`read_scrub_positions`/`write_scrub_positions`).
 - `cleaner-offset-checkpoint` gives each log its cleaner checkpoint (where compaction
   stopped); the cleaner writes it after every pass (`checkpoint_cleaner_offsets`).
 - `.kafka_cleanshutdown`, written by `close()` after everything was flushed, lets the next
@@ -46,6 +48,7 @@ __all__ = [
     "LOCK_FILE",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
+    "SCRUB_CHECKPOINT",
     "LogManager",
 ]
 
@@ -55,6 +58,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+SCRUB_CHECKPOINT = "scrub-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
@@ -95,6 +99,7 @@ class LogManager:
         self._log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT)
         self._high_watermarks = OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT)
         self._cleaner_offsets = OffsetCheckpointFile(log_dir / CLEANER_CHECKPOINT)
+        self._scrub_offsets = OffsetCheckpointFile(log_dir / SCRUB_CHECKPOINT)
 
     @classmethod
     def open(
@@ -252,6 +257,16 @@ class LogManager:
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         self._high_watermarks.write(high_watermarks)
+
+    def read_scrub_positions(self) -> dict[TopicPartition, int]:
+        """The scrubber's `scrub-offset-checkpoint` (where its pass stands per log); {}
+        (logged) if missing or bad: the pass then starts again from the log starts."""
+        return self._read_checkpoint(self._scrub_offsets, "scrubbing starts a new pass") or {}
+
+    def write_scrub_positions(self, positions: Mapping[TopicPartition, int]) -> None:
+        self._scrub_offsets.write(
+            {tp: offset for tp, offset in positions.items() if tp in self._logs}
+        )
 
     # ------------------------------------------------------------------ periodic work
 
