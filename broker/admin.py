@@ -32,6 +32,17 @@ from server_common.network import error_answer
 log = logging.getLogger(__name__)
 
 
+def min_isr_problem(min_insync_replicas: int, replication_factor: int) -> str | None:
+    """Why a topic's min.insync.replicas can never be met, or None: with more required
+    in-sync replicas than replicas, every acks=all produce would fail (after waiting)."""
+    if min_insync_replicas <= replication_factor:
+        return None
+    return (
+        f"min.insync.replicas ({min_insync_replicas}) is larger than the replication factor "
+        f"({replication_factor}): every acks=all produce would fail with NOT_ENOUGH_REPLICAS"
+    )
+
+
 class TopicProblem(Exception):
     def __init__(self, code: ErrorCode, message: str):
         super().__init__(message)
@@ -136,9 +147,19 @@ class AdminHandlers:
             config[entry.name] = entry.value
         defaults = self.default_log_config
         try:
-            LogConfig.from_properties(config, defaults)
+            log_config = LogConfig.from_properties(config, defaults)
         except ConfigError as exc:
             raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        assignment, config = self._assign(topic, live, config)
+        if "min.insync.replicas" in config:
+            rf = min(len(replicas) for replicas in assignment.values())
+            if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
+                raise TopicProblem(ErrorCode.INVALID_CONFIG, problem)
+        return assignment, config
+
+    def _assign(
+        self, topic: m.CreateTopicsTopic, live: set[int], config: dict[str, str]
+    ) -> tuple[dict[int, list[int]], dict[str, str]]:
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise TopicProblem(

@@ -246,10 +246,15 @@ class Admin:
     # --- plumbing --------------------------------------------------------------------
 
     async def _request_any(self, request: Any, timeout_ms: float | None = None) -> Any:
-        """Send to a live broker, trying the next one when a connection fails."""
+        """Send to a live broker (the one that last answered Metadata first), trying the
+        next one when a connection fails."""
         timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         cluster = self.metadata.cluster
-        addresses = [b.address for b in sorted(cluster.brokers.values())]
+        preferred = self.metadata.preferred_address
+        addresses = [] if preferred is None else [preferred]
+        addresses += [
+            b.address for b in sorted(cluster.brokers.values()) if b.address not in addresses
+        ]
         addresses += [a for a in self.metadata.bootstrap if a not in addresses]
         last: BrokerConnectionError | None = None
         for address in addresses:

@@ -31,7 +31,18 @@ UNCLEAN_ELECTION = 1
 
 @struct
 class ApiVersionsRequest:
-    pass
+    # Kafka's v3 fields: who is asking (brokers may log it).
+    client_software_name: str = ""
+    client_software_version: str = ""
+    # Clients set this to PROBE_LINE_END on the first request of a connection and brokers
+    # ignore it: a line-based text server (HTTP, such as a metrics port; SMTP; Redis)
+    # answers a line at once, so the client can tell from the first bytes back that the
+    # peer is not a Tributary broker instead of waiting for a timeout.
+    line_end: str = ""
+
+
+# The bytes that end a request head for HTTP/1.x and a command for other text protocols.
+PROBE_LINE_END = "\r\n\r\n"
 
 
 @struct
