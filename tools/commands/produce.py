@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -39,6 +40,7 @@ from tools.commands.common import (
     run_async,
     text_or_none,
 )
+from tools.commands.record_format import unescape
 from tools.errors import CliError
 
 # Bytes read from stdin per call: big enough that piping a file costs few thread hops.
@@ -64,6 +66,12 @@ def register(subparsers) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=16_384, metavar="BYTES")
     parser.add_argument("--linger-ms", type=non_negative_int, default=0, metavar="MS")
     parser.add_argument(
+        "--separator",
+        metavar="SEP",
+        help="records are separated by SEP instead of lines, taken byte for byte "
+        "(escapes \\n \\t \\0 work: '\\0' for binary values)",
+    )
+    parser.add_argument(
         "--delivery-timeout-ms",
         type=positive_int,
         metavar="MS",
@@ -82,9 +90,20 @@ def _stdin() -> BinaryIO:
     return getattr(stream, "buffer", stream)
 
 
-async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
-    """Lines of `stream` without their line ending, read on a worker thread."""
+async def read_lines(stream: BinaryIO, separator: bytes | None = None) -> AsyncIterator[bytes]:
+    """Lines of `stream` without their line ending (`\n` or `\r\n`), read on a worker
+    thread; with `separator`, the pieces between separators, byte for byte."""
     read = getattr(stream, "read1", stream.read)
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is not None:
+        # The file descriptor itself, not the buffered reader: a read abandoned on Ctrl-C
+        # would hold the reader's lock, and the interpreter aborts at exit waiting for it.
+        def read(size: int, fd: int = fd) -> bytes:
+            return os.read(fd, size)
+
     pending = b""
     while True:
         # Abandoned on cancellation (Ctrl-C): a blocked read cannot be interrupted, and the
@@ -94,12 +113,12 @@ async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
             chunk = chunk.encode()
         if not chunk:
             break
-        lines = (pending + chunk).split(b"\n")
+        lines = (pending + chunk).split(separator or b"\n")
         pending = lines.pop()
         for line in lines:
-            yield line[:-1] if line.endswith(b"\r") else line
+            yield line[:-1] if separator is None and line.endswith(b"\r") else line
     if pending:
-        yield pending[:-1] if pending.endswith(b"\r") else pending
+        yield pending[:-1] if separator is None and pending.endswith(b"\r") else pending
 
 
 class _Outcome:
@@ -158,6 +177,11 @@ def _produce(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
     config = producer_config(args)
     separator = args.key_separator.encode() if args.key_separator else None
+    record_separator = None
+    if args.separator is not None:
+        record_separator = unescape(args.separator).encode()
+        if not record_separator:
+            raise CliError("--separator must not be empty", exit_code=2)
     outcome = _Outcome()
     started = time.monotonic()
 
@@ -177,7 +201,7 @@ def _produce(args: argparse.Namespace) -> int:
 
             async def send_lines() -> None:
                 number = 0
-                async for line in read_lines(_stdin()):
+                async for line in read_lines(_stdin(), record_separator):
                     number += 1
                     key, value = None, line
                     if separator is not None:
