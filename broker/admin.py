@@ -299,6 +299,61 @@ class AdminHandlers:
         with trio.move_on_after(timeout_s):
             await self.gateway.request_preferred_election(partitions)
 
+    # -- IncrementalAlterConfigs ----------------------------------------------------------
+    async def incremental_alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest
+    ) -> m.IncrementalAlterConfigsResponse:
+        """Topic config changes: SET and DELETE on the topic's overrides, validated like
+        CreateTopics' (names, values, min.insync.replicas against the replication
+        factor), written to /config/topics/<t> and announced under /config/changes."""
+        responses = []
+        for resource in request.resources:
+            code, message = ErrorCode.NONE, None
+            try:
+                config = await self._altered_config(resource)
+                if not request.validate_only:
+                    await self.gateway.set_topic_config(resource.resource_name, config)
+                    log.info("topic %s: config set to %s", resource.resource_name, config)
+            except TopicProblem as problem:
+                code, message = problem.code, problem.message
+            responses.append(
+                m.AlterConfigsResourceResponse(
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+    async def _altered_config(self, resource: m.AlterConfigsResource) -> dict[str, str]:
+        name = resource.resource_name
+        if resource.resource_type != m.TOPIC_RESOURCE:
+            raise TopicProblem(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+        assignment = await self.gateway.topic_assignment(name)
+        if assignment is None:
+            raise TopicProblem(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        config = (await self.gateway.topic_configs([name]))[name]
+        for entry in resource.configs:
+            if entry.config_operation == m.CONFIG_SET and entry.value is not None:
+                config[entry.name] = entry.value
+            elif entry.config_operation == m.CONFIG_DELETE:
+                config.pop(entry.name, None)
+            else:
+                raise TopicProblem(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{entry.name}: only SET (with a value) and DELETE are supported",
+                )
+        try:
+            log_config = LogConfig.from_properties(config, self.default_log_config)
+        except ConfigError as exc:
+            raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        rf = min((len(r) for r in assignment.partitions.values()), default=0)
+        if "min.insync.replicas" in config:
+            if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
+                raise TopicProblem(ErrorCode.INVALID_CONFIG, problem)
+        return config
+
     # -- DescribeConfigs --------------------------------------------------------------------
     async def describe_configs(self, request: m.DescribeConfigsRequest):
         defaults = self.default_log_config.to_properties()

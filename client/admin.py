@@ -404,6 +404,38 @@ class Admin:
             if r.error_code == ErrorCode.NONE
         }
 
+    async def alter_topic_configs(
+        self,
+        topics: Iterable[str],
+        *,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> dict[str, TributaryError | None]:
+        """IncrementalAlterConfigs on each topic: set these overrides, delete those (the
+        broker default applies again). Brokers apply the change without a restart."""
+        changes = [
+            m.AlterableConfig(name=k, config_operation=m.CONFIG_SET, value=v)
+            for k, v in sorted((set_configs or {}).items())
+        ] + [m.AlterableConfig(name=k, config_operation=m.CONFIG_DELETE) for k in delete_configs]
+        request = m.IncrementalAlterConfigsRequest(
+            resources=[
+                m.AlterConfigsResource(
+                    resource_type=m.TOPIC_RESOURCE, resource_name=t, configs=changes
+                )
+                for t in topics
+            ],
+            validate_only=validate_only,
+        )
+        response = await self._request_any(request)
+        out: dict[str, TributaryError | None] = {}
+        for r in response.responses:
+            if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                out[r.resource_name] = UnknownTopicError(r.resource_name)
+            else:
+                out[r.resource_name] = _error_or_none(r.error_code, r.error_message)
+        return out
+
     async def describe_cluster(self) -> ClusterDescription:
         cluster = await self._fresh_cluster()
         return ClusterDescription(

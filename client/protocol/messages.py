@@ -589,6 +589,47 @@ class DescribeConfigsResponse:
     results: list[DescribeConfigsResponseResource]
 
 
+# --- IncrementalAlterConfigs (44) -----------------------------------------------------------
+
+# config_operation values (Kafka's AlterConfigOp.OpType; APPEND and SUBTRACT not served).
+CONFIG_SET = 0
+CONFIG_DELETE = 1
+
+
+@struct
+class AlterableConfig:
+    name: str
+    config_operation: int
+    value: str | None = None
+
+
+@struct
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
+
+
+@struct
+class IncrementalAlterConfigsRequest:
+    resources: list[AlterConfigsResource]
+    validate_only: bool = False
+
+
+@struct
+class AlterConfigsResourceResponse:
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+
+
+@struct
+class IncrementalAlterConfigsResponse:
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
+
+
 # --- ElectLeaders (43) ---------------------------------------------------------------------
 
 
@@ -1023,6 +1064,11 @@ REGISTRY = ApiRegistry(
         (ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
         (ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse),
         (ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
+        (
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+        ),
         (
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             AlterPartitionReassignmentsRequest,

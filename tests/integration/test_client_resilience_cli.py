@@ -12,11 +12,13 @@ what is measured (see the final report of issue 15)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +40,7 @@ def cluster(tmp_path_factory):
         brokers=3,
         controllers=1,
         base_port=None,
-        broker_overrides=TEST_BROKER_SETTINGS,
+        broker_overrides={**TEST_BROKER_SETTINGS, "log.retention.check.interval.ms": 500},
         controller_overrides=TEST_CONTROLLER_SETTINGS,
     )
     try:
@@ -107,6 +109,56 @@ def test_binary_values_round_trip_byte_for_byte(cluster):
                        "--format", "raw", "--separator", "\\0", "--max-messages", "4",
                        "--timeout-ms", "10000")  # fmt: skip
     assert out == b"".join(v + b"\0" for v in values)
+
+
+def test_operator_commands_with_a_dynamic_retention_change(cluster):
+    cli(cluster, "topics", "create", "ops", "--partitions", "1", "--replication-factor", "3",
+        "--config", "segment.bytes=1024")  # fmt: skip
+    cli(
+        cluster,
+        "produce",
+        "ops",
+        "--acks",
+        "all",
+        stdin=b"".join(b"%050d\n" % i for i in range(60)),
+    )
+    offsets = lambda time: cli(cluster, "get-offsets", "--topic", "ops", "--time", time)[1]  # noqa: E731
+    assert offsets("earliest") == b"ops:0:0\n" and offsets("latest") == b"ops:0:60\n"
+    assert offsets("4102444800000") == b"ops:0:\n"  # a time after every record: none
+
+    described = cli(cluster, "configs", "describe", "--topic", "ops")[1].decode()
+    assert described == "Dynamic configs for topic ops are:\n  segment.bytes=1024\n"
+    out = cli(cluster, "log-dirs", "describe", "--broker-list", "1,2", "--topic-list", "ops")[1]
+    lines = out.decode().splitlines()
+    assert lines[:2] == [
+        "Querying brokers for log directories information",
+        "Received log directory information from brokers 1,2",
+    ]
+    document = json.loads(lines[2])
+    assert [b["broker"] for b in document["brokers"]] == [1, 2]
+    for broker in document["brokers"]:
+        (replica,) = broker["logDirs"][0]["partitions"]
+        assert replica["partition"] == "ops-0" and replica["size"] > 60 * 51
+        assert replica["offsetLag"] >= 0 and replica["isFuture"] is False
+        assert replica["logEndOffset"] == 60
+
+    segments = sorted(Path(cluster.process("broker-1").data_dir).glob("ops-0/*.log"))
+    out = cli(cluster, "dump-log", "--files", str(segments[-1]), "--print-data-log")[1].decode()
+    assert out.startswith(f"Dumping {segments[-1]}\nStarting offset: {int(segments[-1].stem)}")
+    assert "isvalid: true" in out and "| offset: 59 " in out
+    assert f"payload: {59:050d}" in out
+
+    # Retention by time, changed on the running brokers: the old segments go, no restart.
+    out = cli(cluster, "configs", "alter", "--topic", "ops", "--add-config", "retention.ms=1000")[1]
+    assert out == b"Completed updating config for topic ops.\n"
+    wait_until(lambda: offsets("earliest") != b"ops:0:0\n", 30, 0.5)
+    assert int(offsets("earliest").split(b":")[2]) > 0
+    code, _, err, _ = cli(cluster, "configs", "alter", "--topic", "ops", "--add-config",
+                          "min.insync.replicas=4", check=False)  # fmt: skip
+    assert code == 1 and "is larger than the replication factor (3)" in err
+    cli(cluster, "configs", "alter", "--topic", "ops", "--delete-config", "retention.ms")
+    described = cli(cluster, "configs", "describe", "--topic", "ops")[1].decode()
+    assert "retention.ms" not in described and "segment.bytes=1024" in described
 
 
 def test_produce_from_an_open_pipe_exits_130_soon_after_ctrl_c(cluster):
