@@ -217,6 +217,13 @@ def _error_or_none(code: int, message: str | None = None) -> TributaryError | No
     return None if error is ErrorCode.NONE else TributaryError(error, message)
 
 
+def _topic_error_or_none(topic: str, code: int, message: str | None) -> TributaryError | None:
+    """A topic's result: None, `UnknownTopicError` ("topic 'x' does not exist") or the error."""
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return UnknownTopicError(topic)
+    return _error_or_none(code, message)
+
+
 class Admin:
     """Build with `open_admin()`; see the module docstring."""
 
@@ -331,13 +338,10 @@ class Admin:
         request = m.DeleteTopicsRequest(topic_names=list(names), timeout_ms=int(timeout_ms))
         response = await self._request_any(request, timeout_ms)
         self.metadata.request_update()
-        out: dict[str, TributaryError | None] = {}
-        for t in response.responses:
-            if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                out[t.name] = UnknownTopicError(t.name)
-            else:
-                out[t.name] = _error_or_none(t.error_code, t.error_message)
-        return out
+        return {
+            t.name: _topic_error_or_none(t.name, t.error_code, t.error_message)
+            for t in response.responses
+        }
 
     async def delete_topic(self, name: str, *, timeout_ms: float | None = None) -> None:
         """Delete one topic; raises `UnknownTopicError` or the broker's error."""
@@ -428,13 +432,10 @@ class Admin:
             validate_only=validate_only,
         )
         response = await self._request_any(request)
-        out: dict[str, TributaryError | None] = {}
-        for r in response.responses:
-            if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                out[r.resource_name] = UnknownTopicError(r.resource_name)
-            else:
-                out[r.resource_name] = _error_or_none(r.error_code, r.error_message)
-        return out
+        return {
+            r.resource_name: _topic_error_or_none(r.resource_name, r.error_code, r.error_message)
+            for r in response.responses
+        }
 
     async def describe_cluster(self) -> ClusterDescription:
         cluster = await self._fresh_cluster()
