@@ -32,6 +32,17 @@ from server_common.network import error_answer
 log = logging.getLogger(__name__)
 
 
+def min_isr_problem(min_insync_replicas: int, replication_factor: int) -> str | None:
+    """Why a topic's min.insync.replicas can never be met, or None: with more required
+    in-sync replicas than replicas, every acks=all produce would fail (after waiting)."""
+    if min_insync_replicas <= replication_factor:
+        return None
+    return (
+        f"min.insync.replicas ({min_insync_replicas}) is larger than the replication factor "
+        f"({replication_factor}): every acks=all produce would fail with NOT_ENOUGH_REPLICAS"
+    )
+
+
 class TopicProblem(Exception):
     def __init__(self, code: ErrorCode, message: str):
         super().__init__(message)
@@ -136,9 +147,19 @@ class AdminHandlers:
             config[entry.name] = entry.value
         defaults = self.default_log_config
         try:
-            LogConfig.from_properties(config, defaults)
+            log_config = LogConfig.from_properties(config, defaults)
         except ConfigError as exc:
             raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        assignment, config = self._assign(topic, live, config)
+        if "min.insync.replicas" in config:
+            rf = min(len(replicas) for replicas in assignment.values())
+            if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
+                raise TopicProblem(ErrorCode.INVALID_CONFIG, problem)
+        return assignment, config
+
+    def _assign(
+        self, topic: m.CreateTopicsTopic, live: set[int], config: dict[str, str]
+    ) -> tuple[dict[int, list[int]], dict[str, str]]:
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise TopicProblem(
@@ -277,6 +298,61 @@ class AdminHandlers:
     async def _write_preferred_election(self, partitions: list[TopicPartition], timeout_s: float):
         with trio.move_on_after(timeout_s):
             await self.gateway.request_preferred_election(partitions)
+
+    # -- IncrementalAlterConfigs ----------------------------------------------------------
+    async def incremental_alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest
+    ) -> m.IncrementalAlterConfigsResponse:
+        """Topic config changes: SET and DELETE on the topic's overrides, validated like
+        CreateTopics' (names, values, min.insync.replicas against the replication
+        factor), written to /config/topics/<t> and announced under /config/changes."""
+        responses = []
+        for resource in request.resources:
+            code, message = ErrorCode.NONE, None
+            try:
+                config = await self._altered_config(resource)
+                if not request.validate_only:
+                    await self.gateway.set_topic_config(resource.resource_name, config)
+                    log.info("topic %s: config set to %s", resource.resource_name, config)
+            except TopicProblem as problem:
+                code, message = problem.code, problem.message
+            responses.append(
+                m.AlterConfigsResourceResponse(
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+    async def _altered_config(self, resource: m.AlterConfigsResource) -> dict[str, str]:
+        name = resource.resource_name
+        if resource.resource_type != m.TOPIC_RESOURCE:
+            raise TopicProblem(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+        assignment = await self.gateway.topic_assignment(name)
+        if assignment is None:
+            raise TopicProblem(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        config = (await self.gateway.topic_configs([name]))[name]
+        for entry in resource.configs:
+            if entry.config_operation == m.CONFIG_SET and entry.value is not None:
+                config[entry.name] = entry.value
+            elif entry.config_operation == m.CONFIG_DELETE:
+                config.pop(entry.name, None)
+            else:
+                raise TopicProblem(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{entry.name}: only SET (with a value) and DELETE are supported",
+                )
+        try:
+            log_config = LogConfig.from_properties(config, self.default_log_config)
+        except ConfigError as exc:
+            raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        rf = min((len(r) for r in assignment.partitions.values()), default=0)
+        if "min.insync.replicas" in config:
+            if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
+                raise TopicProblem(ErrorCode.INVALID_CONFIG, problem)
+        return config
 
     # -- DescribeConfigs --------------------------------------------------------------------
     async def describe_configs(self, request: m.DescribeConfigsRequest):

@@ -44,22 +44,28 @@ def register_broker_metrics(
     reg.gauge(
         "partition_count", "PartitionCount: partitions hosted here", lambda: len(rm.partitions)
     )
-    reg.gauge("isr_shrinks_total", "IsrShrinksPerSec as a running total", lambda: stats.isr_shrinks)
-    reg.gauge("isr_expands_total", "IsrExpandsPerSec as a running total", lambda: stats.isr_expands)
-    reg.gauge(
+    reg.counter_of(
+        "isr_shrinks_total", "IsrShrinksPerSec as a running total", lambda: stats.isr_shrinks
+    )
+    reg.counter_of(
+        "isr_expands_total", "IsrExpandsPerSec as a running total", lambda: stats.isr_expands
+    )
+    reg.counter_of(
         "failed_isr_updates_total",
         "FailedIsrUpdatesPerSec as a running total",
         lambda: stats.failed_isr_updates,
     )
-    reg.gauge("truncations_total", "log truncations as a follower", lambda: stats.truncations)
-    reg.gauge(
+    reg.counter_of("truncations_total", "log truncations as a follower", lambda: stats.truncations)
+    reg.counter_of(
         "corrupt_fetch_responses_total",
         "follower fetch responses not appended because a batch failed its CRC check",
         lambda: stats.corrupt_fetches,
     )
-    reg.gauge("bytes_in_total", "BytesInPerSec as a running total", lambda: stats.bytes_in)
-    reg.gauge("bytes_out_total", "BytesOutPerSec as a running total", lambda: stats.bytes_out)
-    reg.gauge("messages_in_total", "MessagesInPerSec as a running total", lambda: stats.messages_in)
+    reg.counter_of("bytes_in_total", "BytesInPerSec as a running total", lambda: stats.bytes_in)
+    reg.counter_of("bytes_out_total", "BytesOutPerSec as a running total", lambda: stats.bytes_out)
+    reg.counter_of(
+        "messages_in_total", "MessagesInPerSec as a running total", lambda: stats.messages_in
+    )
     reg.gauge(
         "purgatory_size",
         "PurgatorySize: delayed operations waiting, per purgatory",
@@ -68,7 +74,7 @@ def register_broker_metrics(
             ({"delayed_operation": "Fetch"}, rm.fetch_purgatory.pending),
         ],
     )
-    reg.gauge(
+    reg.counter_of(
         "purgatory_expired_total",
         "delayed operations that expired, per purgatory",
         lambda: [
@@ -128,17 +134,17 @@ def _register_group_metrics(reg: MetricsRegistry, groups: GroupCoordinator) -> N
         "consumer groups this broker coordinates, per state (Kafka's NumGroups<State>)",
         lambda: [({"state": state}, n) for state, n in groups.counts_by_state().items()],
     )
-    reg.gauge(
+    reg.counter_of(
         "group_rebalances_total",
         "generations completed by this coordinator (Kafka's rebalance rate, as a total)",
         lambda: groups.stats.rebalances,
     )
-    reg.gauge(
+    reg.counter_of(
         "group_offset_commits_total",
         "partition offsets committed through this coordinator (OffsetCommits, as a total)",
         lambda: groups.stats.commits,
     )
-    reg.gauge(
+    reg.counter_of(
         "group_members_expired_total",
         "members removed after their session timed out",
         lambda: groups.stats.expired_members,

@@ -86,6 +86,7 @@ class RequestHandlers:
             ApiKey.CREATE_TOPICS: admin.create_topics,
             ApiKey.DELETE_TOPICS: admin.delete_topics,
             ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.ELECT_LEADERS: admin.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,

@@ -282,6 +282,7 @@ class BrokerServer:
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.groups.run)
                 self.background.start_all(nursery)
+                await nursery.start(self.topic_configs.watch_changes)  # dynamic topic configs
                 nursery.start_soon(self.registration.keep_registered)
                 log.info(
                     "broker %d serving %s, log dir %s",

@@ -174,6 +174,40 @@ class BrokerZkGateway:
                     log.warning("ignoring a bad topic config: %s", exc)
         return overrides
 
+    async def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        """Replace /config/topics/<t>, then announce it with a sequential
+        /config/changes/config_change_ znode (every broker watches those, as in Kafka)."""
+        path = zkdata.topic_config_path(topic)
+        data = zkdata.encode_topic_config(config)
+        try:
+            await self.zk.set(path, data)
+        except NoNodeError:
+            await self.zk.create(path, data, makepath=True)
+        await self.zk.create(
+            f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
+            zkdata.encode_config_change(f"topics/{topic}"),
+            sequence=True,
+            makepath=True,
+        )
+
+    async def config_change_entities(self, names: list[str]) -> list[str]:
+        """The entity paths the named /config/changes children announce (unreadable or
+        vanished ones left out)."""
+        paths = [f"{zkdata.CONFIG_CHANGES}/{name}" for name in names]
+        entities = []
+        for path, result in zip(paths, await self.zk.get_many(paths), strict=True):
+            if result is None:
+                continue
+            try:
+                entities.append(zkdata.decode_config_change(path, result[0]))
+            except zkdata.ZkDataError as exc:
+                log.warning("ignoring a bad config change notification: %s", exc)
+        return entities
+
+    async def watch_config_changes(self):
+        """A channel of /config/changes' child lists, now and on every change."""
+        return await self.zk.watch_children(zkdata.CONFIG_CHANGES)
+
     async def topic_exists(self, topic: str) -> bool:
         return await self.zk.exists(zkdata.topic_path(topic)) is not None
 

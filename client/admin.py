@@ -217,6 +217,13 @@ def _error_or_none(code: int, message: str | None = None) -> TributaryError | No
     return None if error is ErrorCode.NONE else TributaryError(error, message)
 
 
+def _topic_error_or_none(topic: str, code: int, message: str | None) -> TributaryError | None:
+    """A topic's result: None, `UnknownTopicError` ("topic 'x' does not exist") or the error."""
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return UnknownTopicError(topic)
+    return _error_or_none(code, message)
+
+
 class Admin:
     """Build with `open_admin()`; see the module docstring."""
 
@@ -246,10 +253,15 @@ class Admin:
     # --- plumbing --------------------------------------------------------------------
 
     async def _request_any(self, request: Any, timeout_ms: float | None = None) -> Any:
-        """Send to a live broker, trying the next one when a connection fails."""
+        """Send to a live broker (the one that last answered Metadata first), trying the
+        next one when a connection fails."""
         timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         cluster = self.metadata.cluster
-        addresses = [b.address for b in sorted(cluster.brokers.values())]
+        preferred = self.metadata.preferred_address
+        addresses = [] if preferred is None else [preferred]
+        addresses += [
+            b.address for b in sorted(cluster.brokers.values()) if b.address not in addresses
+        ]
         addresses += [a for a in self.metadata.bootstrap if a not in addresses]
         last: BrokerConnectionError | None = None
         for address in addresses:
@@ -326,13 +338,10 @@ class Admin:
         request = m.DeleteTopicsRequest(topic_names=list(names), timeout_ms=int(timeout_ms))
         response = await self._request_any(request, timeout_ms)
         self.metadata.request_update()
-        out: dict[str, TributaryError | None] = {}
-        for t in response.responses:
-            if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                out[t.name] = UnknownTopicError(t.name)
-            else:
-                out[t.name] = _error_or_none(t.error_code, t.error_message)
-        return out
+        return {
+            t.name: _topic_error_or_none(t.name, t.error_code, t.error_message)
+            for t in response.responses
+        }
 
     async def delete_topic(self, name: str, *, timeout_ms: float | None = None) -> None:
         """Delete one topic; raises `UnknownTopicError` or the broker's error."""
@@ -397,6 +406,35 @@ class Admin:
             }
             for r in response.results
             if r.error_code == ErrorCode.NONE
+        }
+
+    async def alter_topic_configs(
+        self,
+        topics: Iterable[str],
+        *,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> dict[str, TributaryError | None]:
+        """IncrementalAlterConfigs on each topic: set these overrides, delete those (the
+        broker default applies again). Brokers apply the change without a restart."""
+        changes = [
+            m.AlterableConfig(name=k, config_operation=m.CONFIG_SET, value=v)
+            for k, v in sorted((set_configs or {}).items())
+        ] + [m.AlterableConfig(name=k, config_operation=m.CONFIG_DELETE) for k in delete_configs]
+        request = m.IncrementalAlterConfigsRequest(
+            resources=[
+                m.AlterConfigsResource(
+                    resource_type=m.TOPIC_RESOURCE, resource_name=t, configs=changes
+                )
+                for t in topics
+            ],
+            validate_only=validate_only,
+        )
+        response = await self._request_any(request)
+        return {
+            r.resource_name: _topic_error_or_none(r.resource_name, r.error_code, r.error_message)
+            for r in response.responses
         }
 
     async def describe_cluster(self) -> ClusterDescription:

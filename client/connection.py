@@ -27,7 +27,17 @@ owners (a producer, a follower fetcher, the controller) pass theirs:
 
 All connection failures are `BrokerConnectionError`s: `TributaryError`s with a retriable
 code (NETWORK_EXCEPTION, or REQUEST_TIMED_OUT for a timeout), so retry logic can treat them
-like retriable broker errors.
+like retriable broker errors. One is not retriable: `NotATributaryBrokerError`, for a peer
+whose first bytes are not a Tributary frame (an HTTP server such as a metrics port, SSH,
+TLS...): recognised as soon as they arrive, and named ("127.0.0.1:9192 is not a
+Tributary broker: it answered like an HTTP server ('HTTP/1.1 404 Not Found')").
+
+Handshake: the pool's connections start with an ApiVersions request, as Kafka's clients'
+do, answered within `handshake_timeout_s` (a few seconds) or the connection counts as
+unavailable: a broker that is paused (SIGSTOP) or wedged still completes TCP handshakes
+from the kernel's backlog, and without this every request to it would wait for its full
+request timeout. The ApiVersions frame ends with a blank line (`PROBE_LINE_END`), so that
+a text server answers it at once and is recognised from its answer.
 
 Where bytes go is a `Connector`: `(host, port) -> stream`, TCP (`trio.open_tcp_stream`)
 unless the owner passes another (an in-process test cluster passes its in-memory
@@ -44,16 +54,24 @@ from typing import Any
 
 import trio
 
+from client import __version__
+from client.protocol import messages as m
 from client.protocol.codec import expects_response
 from client.protocol.connection import ClientConnection
-from client.protocol.errors import ErrorCode, ProtocolError, TributaryError
-from client.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from client.protocol.errors import ErrorCode, FramingError, ProtocolError, TributaryError
+from client.protocol.framing import DEFAULT_MAX_FRAME_BYTES, describe_foreign_peer
 
 log = logging.getLogger(__name__)
 
 # Kafka's `socket.connection.setup.timeout.ms` default (10 s): a broker that does not
 # accept within that is treated as unavailable.
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+# How long a new pooled connection may take to answer its first request (ApiVersions, a
+# few hundred microseconds of broker work): long enough for a busy broker on a loaded
+# machine, short enough that a paused one costs a client seconds, not its request timeout.
+DEFAULT_HANDSHAKE_TIMEOUT_S = 3.0
+# Bytes of a peer's first answer kept to recognise a server that is not a broker.
+FIRST_BYTES_KEPT = 64
 # Bytes asked of the socket per read: big enough that a 1 MiB fetch response takes few
 # reads, small enough to stay below malloc's mmap threshold for the read buffer.
 RECEIVE_CHUNK_BYTES = 64 * 1024
@@ -83,6 +101,16 @@ class BrokerUnavailableError(BrokerConnectionError):
 
 class ConnectionClosedError(BrokerConnectionError):
     """The connection is closed: by the peer, by `aclose()`, or after an error."""
+
+
+class NotATributaryBrokerError(ConnectionClosedError):
+    """The peer answered with bytes that are not a Tributary frame: another kind of server
+    (HTTP, SSH, TLS...) listens there; the connection is closed. Not retriable: asking
+    again changes nothing."""
+
+    @property
+    def retriable(self) -> bool:
+        return False
 
 
 class RequestTimeoutError(BrokerConnectionError):
@@ -136,6 +164,9 @@ class BrokerConnection:
         self._reader_scope = trio.CancelScope()
         self._close_reason: str | None = None
         self._close_cause: BaseException | None = None
+        self._first_bytes = b""  # the start of what the peer sent, until a response decodes
+        self._answered = False  # a response decoded: the peer speaks Tributary
+        self._foreign: NotATributaryBrokerError | None = None
         nursery.start_soon(self._read_loop, name=f"tributary-reader-{peer}")
 
     @classmethod
@@ -278,10 +309,15 @@ class BrokerConnection:
                 while True:
                     data = await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
                     if not data:
+                        if not self._answered and self._first_bytes:
+                            self._mark_foreign()
                         self._mark_closed(f"{self.peer} closed the connection")
                         break
+                    if not self._answered and len(self._first_bytes) < FIRST_BYTES_KEPT:
+                        self._first_bytes += data[: FIRST_BYTES_KEPT - len(self._first_bytes)]
                     self._protocol.receive_data(data)
                     while (item := self._protocol.next_response()) is not None:
+                        self._answered = True
                         correlation_id, outcome = item
                         waiter = self._waiters.pop(correlation_id, None)
                         if waiter is not None:
@@ -289,6 +325,8 @@ class BrokerConnection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
                 self._mark_closed(f"reading failed: {error!r}", error)
             except ProtocolError as error:
+                if not self._answered and isinstance(error, FramingError):
+                    self._mark_foreign()
                 log.warning("protocol error from %s: %s; closing the connection", self.peer, error)
                 self._mark_closed(f"protocol error: {error}", error)
             finally:
@@ -310,7 +348,16 @@ class BrokerConnection:
         for waiter in waiters.values():
             waiter.set(self._closed_error())
 
-    def _closed_error(self) -> ConnectionClosedError:
+    def _mark_foreign(self) -> None:
+        """The peer's first bytes are not a Tributary answer: say what it looks like."""
+        kind = describe_foreign_peer(self._first_bytes)
+        self._foreign = NotATributaryBrokerError(f"{self.peer} is not a Tributary broker: {kind}")
+
+    def _closed_error(self) -> BrokerConnectionError:
+        if self._foreign is not None:
+            foreign = NotATributaryBrokerError(self._foreign.message)
+            foreign.__cause__ = self._close_cause
+            return foreign
         error = ConnectionClosedError(f"connection to {self.peer} is closed: {self._close_reason}")
         error.__cause__ = self._close_cause
         return error
@@ -385,10 +432,12 @@ class ConnectionPool:
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         connector: Connector | None = None,
+        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
     ) -> None:
         self._nursery = nursery
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
+        self._handshake_timeout_s = handshake_timeout_s
         self._max_frame_bytes = max_frame_bytes
         self._connector = connector
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
@@ -415,6 +464,8 @@ class ConnectionPool:
                     max_frame_bytes=self._max_frame_bytes,
                     connector=self._connector,
                 )
+                if self._handshake_timeout_s is not None:
+                    await handshake(connection, self._handshake_timeout_s)
                 self._connections[key] = connection
             return connection
 
@@ -439,6 +490,27 @@ class ConnectionPool:
             await connection.aclose()
 
 
+async def handshake(connection: BrokerConnection, timeout_s: float) -> m.ApiVersionsResponse:
+    """The first request of a connection: ApiVersions within `timeout_s`, else the
+    connection is closed and `BrokerUnavailableError` raised (or `NotATributaryBrokerError`
+    when the peer's answer shows it is some other server)."""
+    probe = m.ApiVersionsRequest(
+        client_software_name="tributary-python",
+        client_software_version=__version__,
+        line_end=m.PROBE_LINE_END,
+    )
+    try:
+        return await connection.request(probe, timeout_s=timeout_s)
+    except RequestTimeoutError:
+        raise BrokerUnavailableError(
+            f"{connection.peer} accepted the connection but did not answer within "
+            f"{timeout_s:g} s (a paused or overloaded broker, or not a Tributary broker)"
+        ) from None
+    except BaseException:
+        await connection.aclose()
+        raise
+
+
 @asynccontextmanager
 async def open_connection_pool(
     *,
@@ -446,6 +518,7 @@ async def open_connection_pool(
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     connector: Connector | None = None,
+    handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
 ) -> AsyncIterator[ConnectionPool]:
     """A pool with its own nursery for the connections' reader tasks, closed on exit."""
     async with _open_nursery() as nursery:
@@ -455,6 +528,7 @@ async def open_connection_pool(
             connect_timeout_s=connect_timeout_s,
             max_frame_bytes=max_frame_bytes,
             connector=connector,
+            handshake_timeout_s=handshake_timeout_s,
         )
         try:
             yield pool

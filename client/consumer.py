@@ -23,6 +23,11 @@ How it works (Kafka 2.8's KafkaConsumer):
   the next `poll()` raise `OffsetOutOfRangeError`. A stale-leader error
   (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, ...) or a lost connection asks
   for fresh metadata and retries that partition after `retry_backoff_ms`.
+- A fetch that stays unanswered `fetch_max_wait_ms` + `STALLED_FETCH_MS` makes the
+  consumer look at fresh metadata; if that names another leader (or a newer leader
+  epoch) for one of its partitions, the fetch is abandoned and the partitions are
+  fetched from the new leader, instead of waiting out the request timeout for a paused
+  or partitioned old leader.
 - `poll(timeout_ms)` hands out up to `max_poll_records` buffered records (advancing the
   positions), else waits until the fetcher brings some or the timeout passes. On entry
   it notes each position as "consumed": what auto-commit may commit (Kafka commits in
@@ -82,6 +87,10 @@ from client.protocol.records import (
 from client.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+# How much longer than its long-poll wait a fetch may stay unanswered before the
+# consumer checks the metadata for a leader change (once per this interval).
+STALLED_FETCH_MS = 1000
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -283,6 +292,8 @@ class Consumer:
         self._pool = pool
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._nodes_fetching: set[int] = set()
+        # node -> (its fetch's cancel scope, sent at ms, leader epoch per partition)
+        self._fetches: dict[int, tuple[trio.CancelScope, float, dict[TopicPartition, int]]] = {}
         self._nodes_resetting: set[int] = set()
         self._nursery: trio.Nursery | None = None
         self._wakeup = trio.Event()
@@ -326,6 +337,7 @@ class Consumer:
         self._nursery = nursery
         await nursery.start(self.metadata.run)
         nursery.start_soon(self._wake_on_metadata)
+        nursery.start_soon(self._watch_stalled_fetches)
         nursery.start_soon(self._fetcher_loop)
         if self._coordinator is not None:
             self._coordinator.start(nursery)
@@ -743,7 +755,28 @@ class Consumer:
     async def _wake_on_metadata(self) -> None:
         while True:
             await self.metadata.wait_for_update()
+            self._abandon_moved_fetches()
             self._wake()
+
+    def _abandon_moved_fetches(self) -> None:
+        cluster = self.metadata.cluster
+        for node, (scope, _, epochs) in self._fetches.items():
+            for tp, epoch in epochs.items():
+                info = cluster.partition(tp)
+                if info is None or info.leader < 0:
+                    continue
+                if info.leader != node or info.leader_epoch > epoch:
+                    log.info("abandoning a fetch from broker %d: %s has moved", node, tp)
+                    scope.cancel()
+                    break
+
+    async def _watch_stalled_fetches(self) -> None:
+        limit_ms = self.fetch_max_wait_ms + STALLED_FETCH_MS
+        while True:
+            await trio.sleep(STALLED_FETCH_MS / 1000)
+            now = _now_ms()
+            if any(now - sent_ms >= limit_ms for _, sent_ms, _ in self._fetches.values()):
+                self.metadata.request_update()
 
     async def _fetcher_loop(self) -> None:
         assert self._nursery is not None
@@ -848,9 +881,22 @@ class Consumer:
         request: m.FetchRequest,
         sent: dict[TopicPartition, tuple[_PartitionState, int, int]],
     ) -> None:
+        cluster = self.metadata.cluster
+        epochs = {}
+        for tp in sent:
+            info = cluster.partition(tp)
+            epochs[tp] = -1 if info is None else info.leader_epoch
+        scope = trio.CancelScope()
+        self._fetches[node] = (scope, _now_ms(), epochs)
         try:
             timeout_s = (self.request_timeout_ms + self.fetch_max_wait_ms) / 1000
-            response = await self._pool.request(*address, request, timeout_s=timeout_s)
+            response = None
+            with scope:
+                response = await self._pool.request(*address, request, timeout_s=timeout_s)
+            if response is None:
+                raise TributaryError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, "abandoned: the leader moved"
+                )
         except TributaryError as exc:
             log.info("fetch from broker %d failed: %s", node, exc)
             for state, generation, _ in sent.values():
@@ -860,6 +906,7 @@ class Consumer:
                 self.metadata.request_update()
             return
         finally:
+            self._fetches.pop(node, None)
             for state, _, _ in sent.values():
                 state.fetching = False
             self._nodes_fetching.discard(node)

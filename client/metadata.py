@@ -7,8 +7,12 @@ How it works:
   functions of the snapshot (`leader_for`, `partitions_for`, `available_partitions`...).
 - `Metadata` (the Trio shell) keeps the current snapshot fresh. `refresh()` asks any live
   broker: the brokers it already knows first (starting with the last one that answered),
-  then the bootstrap addresses; if none answers it raises `NoBrokersAvailableError`
-  ("cannot reach any broker at HOST:PORT (...)"). It asks for the topics of interest
+  then the bootstrap addresses. The candidates are raced, staggered ("happy eyeballs"):
+  the first is asked at once, the next one `HEDGE_DELAY_MS` later or as soon as every
+  earlier one has failed, and the first answer wins (the others are cancelled), so a
+  paused, dead or foreign first address costs about a second, not a request timeout.
+  If none answers it raises `NoBrokersAvailableError` ("cannot reach any broker at
+  HOST:PORT (...)", with every address's reason). It asks for the topics of interest
   (`add_topics`), or every topic when built with `all_topics=True` (admin).
 - Staleness and backoff as Kafka's `metadata.max.age.ms` and `retry.backoff.ms`: a
   producer or consumer calls `request_update()` after a retriable error (stale leader);
@@ -43,6 +47,10 @@ log = logging.getLogger(__name__)
 DEFAULT_METADATA_MAX_AGE_MS = 300_000  # metadata.max.age.ms
 DEFAULT_RETRY_BACKOFF_MS = 100  # retry.backoff.ms
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # request.timeout.ms
+# How long one metadata candidate has to answer before the next one is asked as well: a
+# Metadata answer takes milliseconds from a live broker, so a second without one means
+# it is slow or gone, and asking a second broker in parallel costs little.
+HEDGE_DELAY_MS = 1000
 
 
 class NoBrokersAvailableError(BrokerConnectionError):
@@ -283,6 +291,7 @@ class Metadata:
         self._updated = trio.Event()  # replaced after every refresh attempt
         self._refresh_lock = trio.Lock()
         self._preferred: tuple[str, int] | None = None
+        self._failures: dict[tuple[str, int], str] = {}  # why each address failed, last time
 
     # --- what to ask for -------------------------------------------------------------
 
@@ -338,19 +347,9 @@ class Metadata:
             topics=None if self._all_topics else sorted(self._topics),
             allow_auto_topic_creation=False,
         )
-        errors: list[str] = []
-        for host, port in self._candidates():
-            try:
-                response = await self._pool.request(
-                    host, port, request, timeout_s=self.request_timeout_ms / 1000
-                )
-            except BrokerConnectionError as exc:
-                errors.append(connection_failure_reason(exc))
-                log.debug("metadata from %s:%d failed: %s", host, port, exc)
-                continue
-            except TributaryError as exc:  # a request-level error: try another broker
-                errors.append(str(exc))
-                continue
+        answered = await self._race(request)
+        if answered is not None:
+            (host, port), response = answered
             self._preferred = (host, port)
             self.cluster = ClusterView.from_response(response)
             self.version += 1
@@ -359,13 +358,65 @@ class Metadata:
             self._wake_waiters()
             return self.cluster
         self._update_requested = True  # still wanted: the refresher retries after backoff
-        reason = errors[-1] if errors else "no address to try"
         error = NoBrokersAvailableError(
-            f"cannot reach any broker at {format_addresses(self.bootstrap)} ({reason})"
+            f"cannot reach any broker at {format_addresses(self.bootstrap)} "
+            f"({self._failure_summary()})"
         )
         self.last_error = error
         self._wake_waiters()
         raise error
+
+    async def _race(
+        self, request: m.MetadataRequest
+    ) -> tuple[tuple[str, int], m.MetadataResponse] | None:
+        """Ask the candidates, staggered by `HEDGE_DELAY_MS`; the first answer (and who
+        gave it), or None when every one failed (their reasons in `_failures`)."""
+        candidates = self._candidates()
+        self._failures = {}
+        winner: list[tuple[tuple[str, int], m.MetadataResponse]] = []
+        timeout_s = self.request_timeout_ms / 1000
+
+        async def ask(address: tuple[str, int], failed: trio.Event) -> None:
+            try:
+                response = await self._pool.request(*address, request, timeout_s=timeout_s)
+            except BrokerConnectionError as exc:
+                self._failures[address] = connection_failure_reason(exc)
+                log.debug("metadata from %s:%d failed: %s", *address, exc)
+                failed.set()
+                return
+            except TributaryError as exc:  # a request-level error: try another broker
+                self._failures[address] = str(exc)
+                failed.set()
+                return
+            if not winner:
+                winner.append((address, response))
+                nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            for address in candidates:
+                failed = trio.Event()
+                nursery.start_soon(ask, address, failed)
+                with trio.move_on_after(HEDGE_DELAY_MS / 1000):
+                    await failed.wait()
+        return winner[0] if winner else None
+
+    def _failure_summary(self) -> str:
+        """Why the last refresh failed: one reason, or each address's when they differ."""
+        failures = self._failures
+        reasons = list(dict.fromkeys(failures.values()))
+        if not reasons:
+            return "no address to try"
+        if len(reasons) == 1:
+            return reasons[0]
+        return "; ".join(
+            reason if reason.startswith(f"{host}:{port} ") else f"{host}:{port}: {reason}"
+            for (host, port), reason in failures.items()
+        )
+
+    @property
+    def preferred_address(self) -> tuple[str, int] | None:
+        """The address of the broker that gave the current view (it was alive then)."""
+        return self._preferred
 
     def _candidates(self) -> list[tuple[str, int]]:
         """Known brokers (the last one that answered first), then the bootstrap list."""

@@ -22,6 +22,15 @@ How it works (Kafka 2.8's KafkaProducer, on Trio):
   most one batch per partition is outstanding and a retried batch can never be overtaken
   (Kafka's "guarantee message order" muting, kept on whatever max_in_flight is).
 - acks=0 writes the request and completes the records with offset -1.
+- Leaders that stop answering: a request in flight longer than `STALLED_REQUEST_MS` makes
+  the producer ask for fresh metadata (once per `STALLED_REQUEST_MS`); when a fresh view
+  shows that a partition of a request in flight is now led by another broker (or by the
+  same one at a newer leader epoch), that request is abandoned and its batches are
+  re-queued at once, as after NOT_LEADER, instead of waiting out the request timeout for
+  a paused or partitioned old leader. (Like any retry without idempotence, a batch the
+  old leader did append may then be written twice.)
+- `on_retry(tp, error)`, if given, hears about every retry as it is decided (the CLI
+  prints one line per distinct reason).
 
 `async with open_producer("host:port", acks="all") as producer:` builds one; leaving the
 block flushes everything (`aclose()`). Timings use `trio.current_time()` (MockClock in
@@ -35,7 +44,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -80,6 +89,10 @@ _STALE_METADATA_ERRORS = frozenset(
 # `timeout_ms` (= request_timeout_ms); we wait this much longer for that answer before
 # giving up on the connection, which would also fail every other request in flight on it.
 REQUEST_TIMEOUT_MARGIN_MS = 500
+# A produce request without an answer after this long makes the producer check the
+# metadata for a leader change (a healthy acks=all round trip takes milliseconds to a few
+# hundred; checking costs one small Metadata request per interval while it lasts).
+STALLED_REQUEST_MS = 1000
 _CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
 
 
@@ -486,6 +499,43 @@ def parse_compression(name: str | Codec) -> Codec:
         ) from None
 
 
+class LeaderMovedError(TributaryError):
+    """A request in flight was abandoned because fresh metadata names another leader."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.NOT_LEADER_OR_FOLLOWER, message)
+
+
+class _InFlightRequest:
+    """One produce request on its way: where it went, since when, and how to abandon it."""
+
+    __slots__ = ("node", "batches", "epochs", "sent_ms", "scope", "abandoned")
+
+    def __init__(self, node: int, batches: list[ProducerBatch], cluster: ClusterView) -> None:
+        self.node = node
+        self.batches = batches
+        self.epochs = {}
+        for batch in batches:
+            info = cluster.partition(batch.tp)
+            self.epochs[batch.tp] = -1 if info is None else info.leader_epoch
+        self.sent_ms = _now_ms()
+        self.scope = trio.CancelScope()
+        self.abandoned: str | None = None
+
+    def moved(self, cluster: ClusterView) -> str | None:
+        """Why this request's leader is stale in `cluster` (None: it is not)."""
+        for batch in self.batches:
+            info = cluster.partition(batch.tp)
+            if info is None or info.leader < 0:
+                continue  # no news of a new leader yet: keep waiting
+            if info.leader != self.node or info.leader_epoch > self.epochs[batch.tp]:
+                return (
+                    f"the leader of {batch.tp} moved from broker {self.node} to broker "
+                    f"{info.leader} (epoch {info.leader_epoch}) while a request was in flight"
+                )
+        return None
+
+
 class Producer:
     """Build with `open_producer()`; see the module docstring for how it works."""
 
@@ -508,6 +558,7 @@ class Producer:
         max_block_ms: float = 60_000,
         metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
         partitioner: DefaultPartitioner | None = None,
+        on_retry: Callable[[TopicPartition, BaseException], None] | None = None,
     ) -> None:
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise ValueError(
@@ -547,6 +598,8 @@ class Producer:
         self._pool = pool
         self._nursery: trio.Nursery | None = None
         self._in_flight_per_node: dict[int, int] = {}
+        self._requests: set[_InFlightRequest] = set()
+        self.on_retry = on_retry
         self._wakeup = trio.Event()
         self._memory_freed = trio.Event()
         self._closed = False
@@ -560,6 +613,7 @@ class Producer:
         self._nursery = nursery
         await nursery.start(self.metadata.run)
         nursery.start_soon(self._wake_on_metadata)
+        nursery.start_soon(self._watch_stalled_requests)
         nursery.start_soon(self._sender_loop)
 
     async def flush(self) -> None:
@@ -703,7 +757,25 @@ class Producer:
     async def _wake_on_metadata(self) -> None:
         while True:
             await self.metadata.wait_for_update()
+            self._abandon_moved_requests()
             self._wake()
+
+    def _abandon_moved_requests(self) -> None:
+        cluster = self.metadata.cluster
+        for request in list(self._requests):
+            if request.abandoned is None and (reason := request.moved(cluster)) is not None:
+                log.info("abandoning a produce request to broker %d: %s", request.node, reason)
+                request.abandoned = reason
+                request.scope.cancel()
+
+    async def _watch_stalled_requests(self) -> None:
+        """While a request waits longer than STALLED_REQUEST_MS, keep the metadata fresh
+        so that a leader change is noticed (and the request abandoned) promptly."""
+        while True:
+            await trio.sleep(STALLED_REQUEST_MS / 1000)
+            now = _now_ms()
+            if any(now - r.sent_ms >= STALLED_REQUEST_MS for r in self._requests):
+                self.metadata.request_update()
 
     async def _sender_loop(self) -> None:
         try:
@@ -742,7 +814,9 @@ class Producer:
                 batches = acc.drain(cluster, node, self.max_request_size, now)
                 if batches:
                     self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
-                    self._nursery.start_soon(self._send_request, node, broker.address, batches)
+                    in_flight = _InFlightRequest(node, batches, cluster)
+                    self._requests.add(in_flight)
+                    self._nursery.start_soon(self._send_request, in_flight, broker.address)
             wake_at = min(check.next_check_ms, acc.next_expiry_ms())
             if wake_at == math.inf:
                 await self._wakeup.wait()
@@ -764,9 +838,8 @@ class Producer:
             ],
         )
 
-    async def _send_request(
-        self, node: int, address: tuple[str, int], batches: list[ProducerBatch]
-    ) -> None:
+    async def _send_request(self, in_flight: _InFlightRequest, address: tuple[str, int]) -> None:
+        node, batches = in_flight.node, in_flight.batches
         try:
             request = self._build_request(batches)
             if self.acks == 0:
@@ -776,7 +849,11 @@ class Producer:
                     self._finish(batch, base_offset=-1)
                 return
             timeout_s = (self.request_timeout_ms + REQUEST_TIMEOUT_MARGIN_MS) / 1000
-            response = await self._pool.request(*address, request, timeout_s=timeout_s)
+            response = None
+            with in_flight.scope:
+                response = await self._pool.request(*address, request, timeout_s=timeout_s)
+            if response is None:  # abandoned: the leader moved
+                raise LeaderMovedError(in_flight.abandoned or "the leader moved")
             self._handle_response(batches, response)
         except TributaryError as exc:  # connection failure or a request-level error
             if isinstance(exc, BrokerConnectionError):
@@ -789,6 +866,7 @@ class Producer:
             for batch in batches:
                 self._finish(batch, error=exc)
         finally:
+            self._requests.discard(in_flight)
             self._in_flight_per_node[node] -= 1
             self._wake()
 
@@ -831,6 +909,8 @@ class Producer:
             )
             if code in _STALE_METADATA_ERRORS:
                 self.metadata.request_update()
+            if self.on_retry is not None:
+                self.on_retry(batch.tp, error)
             batch.last_error = error
             self.accumulator.reenqueue(batch, now)
             return

@@ -6,6 +6,12 @@ record reaches the OS when written, so a killed process leaves whole lines), and
 `append(record)` writes one compact JSON object per line. A failing disk never stops a
 server: a file that cannot be opened or a line that cannot be written is logged and
 dropped. `wall_clock_ms()` is the timestamp servers put in records.
+
+Rotation by size: once the file reaches `max_bytes` it is renamed `<name>.1` (an older
+`.1` becomes `.2`, and so on; the one beyond `keep` is deleted) and a new file is
+started, so a long-running broker keeps at most (keep + 1) x max_bytes of each.
+Readers of the live file (the Spark job) see the newest records; rotated ones stay
+beside it for as long as they are kept.
 """
 
 from __future__ import annotations
@@ -23,23 +29,57 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+# A few hours of a busy local broker's metrics snapshots (about 3 MB per 25 minutes).
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_KEEP = 3  # rotated files kept beside the live one
+
+
 class JsonLinesFile:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP):
         self.path = path
+        self.max_bytes = max_bytes
+        self.keep = keep
         self._file = None
+        self._size = 0
+        self._open()
+
+    def _open(self) -> None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", buffering=1)  # noqa: SIM115 - lives with the server
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives with the server
+            self._size = self._file.tell()
         except OSError as exc:
-            log.warning("cannot open %s (%s): its records will not be written", path, exc)
+            log.warning("cannot open %s (%s): its records will not be written", self.path, exc)
 
     def append(self, record: dict[str, Any]) -> None:
         if self._file is None:
             return
         try:
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            line = json.dumps(record, separators=(",", ":")) + "\n"
+            self._file.write(line)
+            self._size += len(line)
         except (OSError, ValueError, TypeError):
             log.warning("could not write a record to %s", self.path)
+            return
+        if self._size >= self.max_bytes:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        """`name` -> `name.1` -> ... -> `name.<keep>` (dropped beyond), then a new file."""
+        self.close()
+        try:
+            rotated = [self.path.with_name(f"{self.path.name}.{n}") for n in range(self.keep + 1)]
+            rotated[0] = self.path
+            if self.keep < 1:
+                self.path.unlink(missing_ok=True)
+            else:
+                rotated[-1].unlink(missing_ok=True)
+                for n in range(self.keep - 1, -1, -1):
+                    if rotated[n].exists():
+                        rotated[n].rename(rotated[n + 1])
+        except OSError as exc:
+            log.warning("cannot rotate %s (%s); appending to it", self.path, exc)
+        self._open()
 
     def close(self) -> None:
         if self._file is not None:

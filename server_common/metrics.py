@@ -96,6 +96,17 @@ class Gauge:
         return lines
 
 
+class CallbackCounter(Gauge):
+    """A running total read from a callback at scrape time (a count kept elsewhere, such
+    as the replica manager's ISR shrinks): typed `counter` for Prometheus, so `rate()`
+    and counter resets work on it; in snapshots it is a number like a gauge's."""
+
+    def render(self) -> list[str]:
+        lines = super().render()
+        lines[1] = f"# TYPE {self.name} counter"
+        return lines
+
+
 class Histogram:
     def __init__(self, name: str, doc: str, buckets: tuple[float, ...] = LATENCY_BUCKETS):
         self.name, self.doc, self.buckets = name, doc, buckets
@@ -156,6 +167,10 @@ class MetricsRegistry:
 
     def gauge(self, name: str, doc: str, read: Callable[[], float | list]) -> Gauge:
         return self._add(Gauge(self._name(name), doc, read))
+
+    def counter_of(self, name: str, doc: str, read: Callable[[], float | list]) -> Gauge:
+        """A counter whose running total `read()` returns (see `CallbackCounter`)."""
+        return self._add(CallbackCounter(self._name(name), doc, read))
 
     def histogram(self, name: str, doc: str, buckets=LATENCY_BUCKETS) -> Histogram:
         return self._add(Histogram(self._name(name), doc, buckets))

@@ -282,6 +282,29 @@ def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in config.items()}
 
 
+# -- /config/changes/config_change_<seq> (Kafka's version 2 notification) ------------------
+CONFIG_CHANGE_PREFIX = "config_change_"
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """A notification that /config/<entity_path> changed (e.g. "topics/demo")."""
+    return _dumps({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(path: str, data: bytes) -> str:
+    """The entity path a notification names; `ZkDataError` if it has none."""
+    entity = _loads(data, path).get("entity_path")
+    if not isinstance(entity, str):
+        raise ZkDataError(f"{path}: 'entity_path' must be a string")
+    return entity
+
+
+def config_change_sequence(name: str) -> int | None:
+    """The sequence number of a `config_change_<seq>` child, None for other names."""
+    digits = name.removeprefix(CONFIG_CHANGE_PREFIX)
+    return int(digits) if name.startswith(CONFIG_CHANGE_PREFIX) and digits.isdigit() else None
+
+
 # -- /controller -------------------------------------------------------------------------
 def encode_controller(controller_id: int, timestamp_ms: int, host: str, port: int) -> bytes:
     return _dumps(

@@ -14,6 +14,7 @@ import sys
 
 from client import __version__
 from tools.commands import COMMAND_MODULES
+from tools.commands.common import add_request_timeout_option
 from tools.errors import CliError
 
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="brokers to bootstrap from (default: the running local cluster, else localhost:9092)",
     )
+    add_request_timeout_option(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"tools.commands.{name}").register(subparsers)

@@ -41,6 +41,7 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     # Tributary's own, outside Kafka's numbering: an on-demand scrub of a broker's logs.

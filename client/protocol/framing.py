@@ -90,3 +90,31 @@ class FrameDecoder:
             self._start = 0
         else:
             self._start = position
+
+
+# What some well-known servers say first (or answer to a line), for telling a user which
+# kind of server they reached instead of a Tributary broker.
+_FOREIGN_GREETINGS = (
+    (b"HTTP/", "an HTTP server"),
+    (b"SSH-", "an SSH server"),
+    (b"220 ", "an SMTP or FTP server"),
+    (b"-ERR", "a Redis server"),
+    (b"+OK", "a POP3 or Redis server"),
+    (b"\x15\x03", "a TLS server"),
+    (b"\x16\x03", "a TLS server"),
+)
+# Bytes of the peer's first answer quoted in the message.
+_QUOTED_BYTES = 40
+
+
+def describe_foreign_peer(first_bytes: bytes) -> str:
+    """What a peer whose first bytes are not a Tributary frame looks like: "it answered
+    like an HTTP server ('HTTP/1.1 404 Not Found')" or "its first bytes were b'...'"."""
+    head = bytes(first_bytes[:_QUOTED_BYTES])
+    first_line = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0]
+    for prefix, kind in _FOREIGN_GREETINGS:
+        if head.startswith(prefix):
+            if first_line.isascii() and first_line.decode("ascii").isprintable():
+                return f"it answered like {kind} ({first_line.decode('ascii')!r})"
+            return f"it answered like {kind}"
+    return f"its first bytes were {head!r}"

@@ -31,7 +31,18 @@ UNCLEAN_ELECTION = 1
 
 @struct
 class ApiVersionsRequest:
-    pass
+    # Kafka's v3 fields: who is asking (brokers may log it).
+    client_software_name: str = ""
+    client_software_version: str = ""
+    # Clients set this to PROBE_LINE_END on the first request of a connection and brokers
+    # ignore it: a line-based text server (HTTP, such as a metrics port; SMTP; Redis)
+    # answers a line at once, so the client can tell from the first bytes back that the
+    # peer is not a Tributary broker instead of waiting for a timeout.
+    line_end: str = ""
+
+
+# The bytes that end a request head for HTTP/1.x and a command for other text protocols.
+PROBE_LINE_END = "\r\n\r\n"
 
 
 @struct
@@ -621,6 +632,47 @@ class DescribeConfigsResponse:
     results: list[DescribeConfigsResponseResource]
 
 
+# --- IncrementalAlterConfigs (44) -----------------------------------------------------------
+
+# config_operation values (Kafka's AlterConfigOp.OpType; APPEND and SUBTRACT not served).
+CONFIG_SET = 0
+CONFIG_DELETE = 1
+
+
+@struct
+class AlterableConfig:
+    name: str
+    config_operation: int
+    value: str | None = None
+
+
+@struct
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
+
+
+@struct
+class IncrementalAlterConfigsRequest:
+    resources: list[AlterConfigsResource]
+    validate_only: bool = False
+
+
+@struct
+class AlterConfigsResourceResponse:
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+
+
+@struct
+class IncrementalAlterConfigsResponse:
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
+
+
 # --- ElectLeaders (43) ---------------------------------------------------------------------
 
 
@@ -1055,6 +1107,11 @@ REGISTRY = ApiRegistry(
         (ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
         (ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse),
         (ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
+        (
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+        ),
         (
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             AlterPartitionReassignmentsRequest,

@@ -58,6 +58,8 @@ async def answer(event: ReceivedRequest, stream: trio.SocketStream, conn: Server
 def echo(request: Any) -> Any:
     if isinstance(request, m.MetadataRequest):
         return metadata_response(request.topics or [])
+    if isinstance(request, m.ApiVersionsRequest):  # a pool's handshake
+        return m.api_versions_response()
     return m.HeartbeatResponse(throttle_time_ms=0, error_code=0)
 
 

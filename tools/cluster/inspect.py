@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import trio
 
+from client.metadata import connection_failure_reason
 from server_common import zkdata
 from server_common.zk import ZooKeeper
 from server_common.zk_kazoo import KazooZooKeeper
@@ -131,9 +132,42 @@ def run_blocking(async_fn: Callable[[], Awaitable[T]]) -> T:
         return worker.submit(trio.run, async_fn).result()
 
 
+class ZooKeeperUnreachableError(ConnectionError):
+    """No ZooKeeper server of a connect string accepts TCP connections."""
+
+
+async def check_reachable(connect: str, timeout_s: float) -> None:
+    """Raise `ZooKeeperUnreachableError` ("Connection refused") at once when no server of
+    `connect` ("host:port,host:port/chroot") accepts a TCP connection: kazoo would retry
+    a refused connection until its whole connection timeout, then call it a time-out."""
+    hosts = connect.split("/", 1)[0]
+    reasons: list[str] = []
+    for item in hosts.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            return  # let kazoo judge what it makes of this address
+        try:
+            with trio.fail_after(min(timeout_s, 2.0)):
+                stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        except trio.TooSlowError:
+            return  # slow, not refused: kazoo's own timeout decides
+        except OSError as exc:
+            reasons.append(_os_reason(exc))
+            continue
+        await stream.aclose()
+        return
+    raise ZooKeeperUnreachableError(", ".join(dict.fromkeys(reasons)))
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The OS's words ("Connection refused") from an error or its causes."""
+    return connection_failure_reason(exc).rpartition(": ")[2]
+
+
 @asynccontextmanager
 async def zookeeper_session(connect: str, timeout_s: float) -> AsyncIterator[ZooKeeper]:
     """A short-lived ZooKeeper session for the tools (closed when the block ends)."""
+    await check_reachable(connect, timeout_s)
     timeout_ms = int(timeout_s * 1000)
     zk = KazooZooKeeper(connect, session_timeout_ms=timeout_ms, connection_timeout_ms=timeout_ms)
     await zk.start()

@@ -109,16 +109,30 @@ def process_alive(pid: int | None) -> bool:
         return True
 
 
+def process_paused(pid: int | None) -> bool:
+    """Stopped by a signal (`cluster pause`: SIGSTOP): alive, but it answers nobody."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def default_bootstrap(explicit: str | None = None, directory: str | None = None) -> str:
-    """--bootstrap-server if given, else the running local cluster's brokers, else
+    """--bootstrap-server if given, else the running local cluster's brokers (leaving out
+    those the launcher knows are stopped or paused, unless that leaves none), else
     localhost:9092 (Kafka's tools' default)."""
     if explicit:
         return explicit
     state = ClusterState.load(cluster_dir(directory))
     if state is not None:
         live = [b for b in state.brokers() if process_alive(b.pid)]
-        if live:
-            return ",".join(f"127.0.0.1:{b.port}" for b in live)
+        answering = [b for b in live if not process_paused(b.pid)]
+        chosen = answering or live
+        if chosen:
+            return ",".join(f"127.0.0.1:{b.port}" for b in chosen)
     return DEFAULT_BOOTSTRAP
 
 

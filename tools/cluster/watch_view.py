@@ -659,6 +659,32 @@ def _event_lines(events: Sequence[WatchEvent], max_events: int) -> Text:
     return text
 
 
+def event_line(event: WatchEvent) -> str:
+    """One event as one plain line (the watch's output off a terminal)."""
+    return f"{_clock(event.at_ms)}  {event.message}"
+
+
+def snapshot_summary(snapshot: ClusterSnapshot) -> str:
+    """The cluster's state in one plain line (the first line off a terminal)."""
+    at = _clock(snapshot.taken_at_ms)
+    if snapshot.error is not None:
+        return f"{at}  zookeeper {snapshot.zookeeper}: ZooKeeper unreachable: {snapshot.error}"
+    up = snapshot.brokers_in(BROKER_UP)
+    down = snapshot.brokers_in(BROKER_DOWN)
+    silent = snapshot.brokers_in(BROKER_NOT_ANSWERING)
+    shown = [p for p in snapshot.partitions if not is_internal_topic(p.topic)]
+    under = sum(1 for p in shown if p.is_under_replicated)
+    offline = sum(1 for p in shown if p.is_offline)
+    controller = "none" if snapshot.controller_id is None else snapshot.controller_id
+    return (
+        f"{at}  zookeeper {snapshot.zookeeper}: brokers up {_ids(up) if up else 'none'}, "
+        f"down {_ids(down) if down else 'none'}"
+        + (f", not answering {_ids(silent)}" if silent else "")
+        + f"; controller {controller}; partitions {len(shown)}, under-replicated {under}, "
+        f"offline {offline}"
+    )
+
+
 def render(
     snapshot: ClusterSnapshot,
     events: Sequence[WatchEvent] = (),

@@ -15,5 +15,8 @@ COMMAND_MODULES: list[str] = [
     "leaders",
     "partitions",
     "analytics",
+    "get_offsets",
+    "dump_log",
     "log_dirs",
+    "configs",
 ]

@@ -31,14 +31,32 @@ T = TypeVar("T")
 
 
 def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
-    """`--bootstrap-server` after the command too; unset unless given (so that it never
-    overrides the global option with a default)."""
+    """`--bootstrap-server` (and `--request-timeout-ms`) after the command too; unset
+    unless given (so that it never overrides the global option with a default)."""
     parser.add_argument(
         "--bootstrap-server",
         metavar="HOST:PORT[,HOST:PORT]",
         default=argparse.SUPPRESS,
         help="brokers to bootstrap from (default: the running local cluster, else localhost:9092)",
     )
+    add_request_timeout_option(parser, default=argparse.SUPPRESS)
+
+
+def add_request_timeout_option(parser: argparse.ArgumentParser, default=None) -> None:
+    """Kafka's `request.timeout.ms` as `--request-timeout-ms` (every client command)."""
+    parser.add_argument(
+        "--request-timeout-ms",
+        type=positive_int,
+        metavar="MS",
+        default=default,
+        help="how long to wait for each broker answer (Kafka's request.timeout.ms; default 30000)",
+    )
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Client settings given on the command line, as `open_*` keyword arguments."""
+    timeout = getattr(args, "request_timeout_ms", None)
+    return {} if timeout is None else {"request_timeout_ms": timeout}
 
 
 def bootstrap_of(args: argparse.Namespace) -> str:

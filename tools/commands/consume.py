@@ -3,7 +3,10 @@
 How it works: without `--group` it assigns every partition of the topic (or the one
 given), starts at the end (the default, as Kafka's console consumer), at the beginning
 (`--from-beginning`) or at `--offset` of `--partition`, then polls and prints each record
-as text (the value, or key, tab, value with `--print-key`) or as one JSON object per line.
+as text (the value, or key, tab, value with `--print-key`), as the bytes stored
+(`--format raw`), or as one JSON object per line (`json`; `base64` for binary data);
+`--property print.key=true` and the other kafka-console-consumer formatter properties
+choose the fields (tools/commands/record_format.py).
 It stops after `--max-messages` records, or once `--timeout-ms` passes without a new
 record, and then reports "Processed a total of N messages" on stderr; otherwise it runs
 until Ctrl-C.
@@ -29,7 +32,6 @@ committed): a damaged value is never printed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -47,11 +49,12 @@ from client.protocol.types import TopicPartition
 from tools.commands.common import (
     add_bootstrap_option,
     bootstrap_of,
+    client_options,
     non_negative_int,
     positive_int,
     run_async,
-    text_or_none,
 )
+from tools.commands.record_format import FORMATS, RecordFormatter, parse_properties, unescape
 from tools.errors import CliError
 
 log = logging.getLogger(__name__)
@@ -75,10 +78,30 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--timeout-ms", type=non_negative_int, metavar="T", help="stop after T ms without records"
     )
-    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text; raw (the bytes stored); json; base64 (json with base64 key/value)",
+    )
     parser.add_argument("--print-key", action="store_true", help="text format: key TAB value")
     parser.add_argument(
-        "--key-separator", default="\t", metavar="SEP", help="text format (default: tab)"
+        "--key-separator", default=None, metavar="SEP", help="text format (default: tab)"
+    )
+    parser.add_argument(
+        "--separator",
+        metavar="SEP",
+        help="text and raw formats: written after each record (default: newline; "
+        "escapes \\n \\t \\0 work)",
+    )
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="as kafka-console-consumer: print.key, print.partition, print.offset, "
+        "print.timestamp, print.headers, print.value, key.separator, line.separator, "
+        "headers.separator, null.literal",
     )
     parser.add_argument(
         "--group",
@@ -114,24 +137,38 @@ def _start_offset(args: argparse.Namespace) -> int | str:
     return offset
 
 
-def format_record(record: ConsumerRecord, args: argparse.Namespace) -> str:
-    if args.format == "json":
-        return json.dumps(
-            {
-                "topic": record.topic,
-                "partition": record.partition,
-                "offset": record.offset,
-                "timestamp": record.timestamp,
-                "key": text_or_none(record.key),
-                "value": text_or_none(record.value),
-            }
-        )
-    value = text_or_none(record.value)
-    text = "null" if value is None else value
+def record_formatter(args: argparse.Namespace) -> RecordFormatter:
+    """The formatter for --format, --property and the shortcuts --print-key,
+    --key-separator and --separator (which win over the properties they stand for)."""
+    props = parse_properties(args.property)
     if args.print_key:
-        key = text_or_none(record.key)
-        text = f"{'null' if key is None else key}{args.key_separator}{text}"
-    return text
+        props["print.key"] = "true"
+    if args.key_separator is not None:
+        props["key.separator"] = unescape(args.key_separator)
+    if args.separator is not None:
+        props["line.separator"] = unescape(args.separator)
+    return RecordFormatter(args.format, props)
+
+
+class RecordWriter:
+    """Writes rendered records to stdout's byte stream (text written before is flushed
+    first), so that raw bytes are never re-encoded."""
+
+    def __init__(self, formatter: RecordFormatter, out=None) -> None:
+        self.formatter = formatter
+        self.text = out or sys.stdout
+        self.text.flush()
+        self.binary = getattr(self.text, "buffer", None)
+
+    def write(self, records: Iterable[ConsumerRecord]) -> None:
+        data = b"".join(self.formatter.render(r) for r in records)
+        if self.binary is not None:
+            self.binary.write(data)
+        else:
+            self.text.write(data.decode("utf-8", errors="replace"))
+
+    def flush(self) -> None:
+        (self.binary or self.text).flush()
 
 
 def _consume(args: argparse.Namespace) -> int:
@@ -139,12 +176,14 @@ def _consume(args: argparse.Namespace) -> int:
         return _consume_group(args)
     bootstrap = bootstrap_of(args)
     start = _start_offset(args)
+    formatter = record_formatter(args)
     count = 0
 
     async def consume() -> None:
         nonlocal count
         reset = start if isinstance(start, str) else LATEST
-        async with open_consumer(bootstrap, auto_offset_reset=reset) as consumer:
+        options = client_options(args)
+        async with open_consumer(bootstrap, auto_offset_reset=reset, **options) as consumer:
             partitions = await consumer.partitions_for(args.topic)
             if args.partition is not None:
                 if args.partition not in partitions:
@@ -157,7 +196,7 @@ def _consume(args: argparse.Namespace) -> int:
             consumer.assign(tps)
             if isinstance(start, int):
                 consumer.seek(tps[0], start)
-            out = sys.stdout
+            out = RecordWriter(formatter)
             idle_s = math.inf if args.timeout_ms is None else args.timeout_ms / 1000
             last_record_at = trio.current_time()
             while args.max_messages is None or count < args.max_messages:
@@ -170,8 +209,7 @@ def _consume(args: argparse.Namespace) -> int:
                 last_record_at = trio.current_time()
                 if args.max_messages is not None:
                     records = records[: args.max_messages - count]
-                for record in records:
-                    out.write(format_record(record, args) + "\n")
+                out.write(records)
                 count += len(records)
                 out.flush()
 
@@ -237,6 +275,7 @@ def _consume_group(args: argparse.Namespace) -> int:
             exit_code=2,
         )
     bootstrap = bootstrap_of(args)
+    record_formatter(args)  # bad --property or --format: one line, before connecting
     run = _Run()
     try:
         run_async(_run_group, args, bootstrap, run)
@@ -264,6 +303,7 @@ async def _run_group(args: argparse.Namespace, bootstrap: str, run: _Run) -> Non
         auto_offset_reset=EARLIEST if args.from_beginning else LATEST,
         client_id=GROUP_CLIENT_ID,
         **config,
+        **client_options(args),
     ) as consumer:
         await consumer.partitions_for(args.topic)  # a missing topic: one line, at once
 
@@ -316,7 +356,7 @@ async def _stop_on_ctrl_c(
 
 
 async def _group_loop(args, consumer, offsets: PrintedOffsets, commit, run: _Run) -> None:
-    out = sys.stdout
+    out = RecordWriter(record_formatter(args))
     idle_s = math.inf if args.timeout_ms is None else args.timeout_ms / 1000
     interval_s = args.commit_interval_ms / 1000
     last_record_at = last_commit_at = trio.current_time()
@@ -338,8 +378,7 @@ async def _group_loop(args, consumer, offsets: PrintedOffsets, commit, run: _Run
         if args.max_messages is not None:
             records = records[: args.max_messages - run.count]
         try:
-            for record in records:
-                out.write(format_record(record, args) + "\n")
+            out.write(records)
             out.flush()
         except BrokenPipeError:  # the reader went away: what it got is not known
             run.pipe_closed = True

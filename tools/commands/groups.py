@@ -46,7 +46,7 @@ from client.consumer import open_consumer
 from client.metadata import UnknownTopicError
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
-from tools.commands.common import add_bootstrap_option, bootstrap_of, run_async
+from tools.commands.common import add_bootstrap_option, bootstrap_of, client_options, run_async
 from tools.errors import CliError
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
@@ -469,7 +469,7 @@ def _list(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def groups() -> list:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return list(await admin.list_groups())
 
     listings = run_async(groups)
@@ -509,7 +509,7 @@ def _describe(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def describe() -> list[GroupReport]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             names = list(dict.fromkeys(args.groups))
             if args.all_groups:
                 names = sorted({g.group_id for g in await admin.list_groups()})
@@ -693,7 +693,7 @@ def _reset_offsets(args: argparse.Namespace) -> int:
     group = args.group
 
     async def reset() -> dict[TopicPartition, int]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             (description,) = await admin.describe_groups([group])
             if description.state not in INACTIVE_STATES:
                 raise inactive_error(group, description.state)
@@ -786,7 +786,7 @@ def _delete(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.groups))
 
     async def delete() -> dict[str, BaseException | None]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return dict(await admin.delete_groups(names))
 
     results = run_async(delete)

@@ -13,7 +13,7 @@ import argparse
 from client.admin import open_admin
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
-from tools.commands.common import add_bootstrap_option, bootstrap_of, run_async
+from tools.commands.common import add_bootstrap_option, bootstrap_of, client_options, run_async
 from tools.errors import CliError
 
 
@@ -35,7 +35,7 @@ def _elect_preferred(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def elect() -> dict[TopicPartition, TributaryError | None]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return await admin.elect_preferred_leaders(args.topic, timeout_ms=args.timeout_ms)
 
     results = run_async(elect)

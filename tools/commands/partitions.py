@@ -17,7 +17,7 @@ from typing import Any
 from client.admin import Admin, Reassignment, open_admin
 from client.protocol.errors import TributaryError
 from client.protocol.types import TopicPartition
-from tools.commands.common import add_bootstrap_option, bootstrap_of, run_async
+from tools.commands.common import add_bootstrap_option, bootstrap_of, client_options, run_async
 from tools.errors import CliError
 
 Plan = dict[TopicPartition, list[int]]
@@ -85,11 +85,11 @@ def _reassign(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan) if args.plan is not None else None
     bootstrap = bootstrap_of(args)
     if args.verify:
-        return _verify(bootstrap, plan, args.timeout_ms)
+        return _verify(bootstrap, plan, args.timeout_ms, client_options(args))
     assert plan is not None
 
     async def execute() -> dict[TopicPartition, TributaryError | None]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return await admin.alter_partition_reassignments(plan, timeout_ms=args.timeout_ms)
 
     results = run_async(execute)
@@ -104,9 +104,9 @@ def _reassign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(bootstrap: str, plan: Plan | None, timeout_ms: int) -> int:
+def _verify(bootstrap: str, plan: Plan | None, timeout_ms: int, options: dict) -> int:
     async def look() -> tuple[dict[TopicPartition, Reassignment], dict[TopicPartition, list]]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **options) as admin:
             ongoing = await admin.list_partition_reassignments(timeout_ms=timeout_ms)
             current = await _current_replicas(admin, plan) if plan else {}
             return ongoing, current

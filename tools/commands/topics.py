@@ -19,6 +19,7 @@ from client.protocol.errors import ErrorCode, TributaryError
 from tools.commands.common import (
     add_bootstrap_option,
     bootstrap_of,
+    client_options,
     parse_config_pairs,
     positive_int,
     run_async,
@@ -128,7 +129,7 @@ def _create(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def create() -> TributaryError | None:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             topic = NewTopic(
                 args.name,
                 args.partitions or -1,
@@ -156,7 +157,7 @@ def _list(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def names() -> list[str]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return await admin.list_topics(include_internal=args.include_internal)
 
     for name in run_async(names):
@@ -171,7 +172,7 @@ def _describe(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def describe() -> list[TopicDescription]:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return await admin.describe_topics(None if args.name is None else [args.name])
 
     topics = run_async(describe)
@@ -254,7 +255,7 @@ def _delete(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def delete() -> TributaryError | None:
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return (await admin.delete_topics([args.name])).get(args.name)
 
     error = run_async(delete)

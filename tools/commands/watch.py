@@ -21,17 +21,27 @@ listed the section shows "?" with the reason, if one group cannot be described o
 offsets cannot be read only its cells show "?"; the partition view is never held up
 longer than that bound, nor broken.
 
-`--once` prints one frame (no events) and exits: 0, or 1 if ZooKeeper cannot be read.
+`--once` prints one frame and exits: 0, or 1 if ZooKeeper cannot be read. Off a
+terminal the frame is drawn as wide as it needs (no wrapping at 80 columns), followed,
+for the local cluster, by the last events from the controllers' event logs
+(`controller-events.jsonl`).
+
+Off a terminal (piped to a file or another program), the live mode prints no frames:
+one line describing the cluster at the start, then one line per event as it is seen
+(`HH:MM:SS  broker 2 down`), flushed at once, until Ctrl-C.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import signal
+import sys
 import time
 from collections.abc import Iterable
 from contextlib import contextmanager
+from pathlib import Path
 
 import trio
 from rich.console import Console
@@ -267,7 +277,13 @@ def _watch(args) -> int:
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         raise CliError("--timeout must be a positive number of seconds", 2)
     zookeeper, known_brokers = _target(args)
-    console = Console(width=args.width) if args.width else Console()
+    terminal = sys.stdout.isatty()
+    if args.width:
+        console = Console(width=args.width)
+    elif terminal:
+        console = Console()
+    else:  # a file or a pipe: as wide as the frame needs, no terminal codes
+        console = Console(width=UNWRAPPED_WIDTH, color_system=None, force_terminal=False)
     options = dict(show_internal=args.internal)
     groups = not args.no_groups
     with _quiet_connection_warnings():
@@ -275,11 +291,16 @@ def _watch(args) -> int:
             snapshot = trio.run(_take_once, zookeeper, args.timeout, known_brokers, groups)
             if snapshot.error is not None:
                 raise CliError(f"cannot read ZooKeeper at {zookeeper}: {snapshot.error}")
-            console.print(view.render(snapshot, show_events=False, **options))
+            events = _logged_events(args) if not terminal or args.width else []
+            frame = view.render(snapshot, events, show_events=bool(events), **options)
+            if terminal:
+                console.print(frame)
+            else:
+                _print_unwrapped(console, frame)
             return 0
         try:
             trio.run(
-                _live,
+                _live if terminal else _event_stream,
                 console,
                 zookeeper,
                 args.interval,
@@ -291,6 +312,64 @@ def _watch(args) -> int:
         except KeyboardInterrupt:  # Ctrl-C before our handler was installed
             pass
     return 0
+
+
+# Columns given to a frame printed off a terminal: wider than any frame, so nothing wraps
+# (trailing blanks are trimmed).
+UNWRAPPED_WIDTH = 1000
+LOGGED_EVENTS = 8  # events from the controllers' logs shown by --once
+
+
+def _print_unwrapped(console: Console, frame) -> None:
+    with console.capture() as capture:
+        console.print(frame)
+    lines = [line.rstrip() for line in capture.get().splitlines()]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _logged_events(args) -> list[view.WatchEvent]:
+    """The last events of the local cluster's controllers (none for another cluster)."""
+    state = ClusterState.load(cluster_dir(args.dir))
+    if state is None or (args.zookeeper and args.zookeeper != state.zookeeper_connect):
+        return []
+    records: list[dict] = []
+    for controller in state.controllers():
+        path = Path(controller.data_dir) / "controller-events.jsonl"
+        try:
+            lines = path.read_text(errors="replace").splitlines()[-LOGGED_EVENTS * 4 :]
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("ts"), int):
+                records.append(record)
+    records.sort(key=lambda r: r["ts"])
+    return [
+        view.WatchEvent(r["ts"], str(r.get("event")), _describe_logged(r))
+        for r in records[-LOGGED_EVENTS:]
+    ]
+
+
+def _describe_logged(record: dict) -> str:
+    kind = record.get("event")
+    where = f"{record.get('topic')}-{record.get('partition')}"
+    if kind == "leader_change":
+        return (
+            f"{where}: leader {record.get('old_leader')} -> {record.get('new_leader')} "
+            f"(epoch {record.get('leader_epoch')})"
+        )
+    if kind == "isr_change":
+        isr = ",".join(str(b) for b in record.get("isr") or [])
+        return f"{where}: ISR {isr}"
+    if kind in ("broker_up", "broker_down", "broker_bounced"):
+        return f"broker {record.get('broker')} {kind.split('_', 1)[1]}"
+    if kind in ("topic_created", "topic_deleted"):
+        return f"topic {record.get('topic')} {kind.split('_', 1)[1]}"
+    detail = {k: v for k, v in record.items() if k not in ("ts", "controller", "epoch", "event")}
+    return f"controller {record.get('controller')}: {kind}" + (f" {detail}" if detail else "")
 
 
 @contextmanager
@@ -347,6 +426,50 @@ async def _live(
     options: dict,
     groups: bool = True,
 ) -> None:
+    """On a terminal: the frame, redrawn in place."""
+    with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
+
+        def show(snapshot, events, history) -> None:
+            live.update(view.render(snapshot, history.recent, **options), refresh=True)
+
+        await _watch_loop(zookeeper, interval_s, timeout_s, known_brokers, groups, show)
+
+
+async def _event_stream(
+    console: Console,
+    zookeeper: str,
+    interval_s: float,
+    timeout_s: float,
+    known_brokers: tuple[int, ...],
+    options: dict,
+    groups: bool = True,
+) -> None:
+    """Off a terminal: a first line with the cluster's state, then one line per event."""
+    out = sys.stdout
+    first = True
+
+    def show(snapshot, events, history) -> None:
+        nonlocal first
+        if first:
+            first = False
+            out.write(f"{view.snapshot_summary(snapshot)}\n")
+        for event in events:
+            out.write(f"{view.event_line(event)}\n")
+        out.flush()
+
+    await _watch_loop(zookeeper, interval_s, timeout_s, known_brokers, groups, show)
+
+
+async def _watch_loop(
+    zookeeper: str,
+    interval_s: float,
+    timeout_s: float,
+    known_brokers: tuple[int, ...],
+    groups: bool,
+    show,
+) -> None:
+    """Take a snapshot every `interval_s` and `show(snapshot, new events, history)`,
+    until Ctrl-C."""
     history = view.WatchHistory()
     async with trio.open_nursery() as nursery:
 
@@ -365,10 +488,9 @@ async def _live(
                 known_brokers=known_brokers,
                 read_groups=groups,
             )
-            with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
-                while True:
-                    started = trio.current_time()
-                    snapshot = await reader.take(_wall_clock_ms())
-                    history.observe(snapshot)
-                    live.update(view.render(snapshot, history.recent, **options), refresh=True)
-                    await trio.sleep_until(started + interval_s)
+            while True:
+                started = trio.current_time()
+                snapshot = await reader.take(_wall_clock_ms())
+                events = history.observe(snapshot)
+                show(snapshot, events, history)
+                await trio.sleep_until(started + interval_s)
