@@ -45,6 +45,7 @@ __all__ = [
     "Span",
     "failure_timeline",
     "format_duration",
+    "partition_counts",
 ]
 
 BROKER_KINDS = ("became_leader", "isr_shrink", "isr_expand", "session_lost")
@@ -116,6 +117,28 @@ class FailureTimeline:
             return (2, lane)
 
         return sorted({s.lane for s in self.spans}, key=order)
+
+
+def partition_counts(timeline: FailureTimeline) -> list[tuple[int, int, int]]:
+    """(ts, under-replicated partitions, offline partitions) at every change, from the
+    start to the end of the timeline (a step function: each value holds until the next)."""
+    if timeline.start_ts is None:
+        return []
+    end = timeline.end_ts if timeline.end_ts is not None else timeline.start_ts
+    deltas: dict[int, list[int]] = {timeline.start_ts: [0, 0], end: [0, 0]}
+    for span in timeline.spans:
+        column = {"under_replicated": 0, "offline": 1}.get(span.kind)
+        if column is None:
+            continue
+        deltas.setdefault(span.start_ts, [0, 0])[column] += 1
+        if span.end_ts is not None:
+            deltas.setdefault(span.end_ts, [0, 0])[column] -= 1
+    counts, under, offline = [], 0, 0
+    for ts in sorted(deltas):
+        under += deltas[ts][0]
+        offline += deltas[ts][1]
+        counts.append((ts, under, offline))
+    return counts
 
 
 def format_duration(ms: int | None) -> str:

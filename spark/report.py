@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spark.incidents import FailureTimeline, Marker, format_duration
+from spark.incidents import FailureTimeline, Marker, format_duration, partition_counts
 
 __all__ = ["Plot", "ReportData", "Table", "incident_table", "render_plots", "write_report"]
 
@@ -170,7 +170,7 @@ _SPAN_COLOURS = {
     "paused": "#bc4c00",
     "not_answering": "#d4a72c",
     "active": "#8250df",
-    "under_replicated": "#e3b341",
+    "under_replicated": "#9ecbff",
     "offline": "#6e7781",
 }
 
@@ -244,6 +244,8 @@ def _timeline_figure(timeline: FailureTimeline, _frame=None):
                 hatch="//" if span.end_ts is None else None,
                 edgecolor="white",
             )
+            if span.kind == "active":
+                ax.text(_time(span.start_ts), row, f" {span.label}", va="center", fontsize=8)
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     _draw_markers(ax, timeline)
@@ -304,6 +306,27 @@ def _isr_figure(timeline: FailureTimeline, isr: pd.DataFrame, max_partitions: in
     return fig, []
 
 
+def _isr_counts_figure(timeline: FailureTimeline, _frame=None):
+    counts = partition_counts(timeline)
+    if not counts:
+        return None
+    plt = _pyplot()
+    times = [_time(ts) for ts, _, _ in counts]
+    fig, ax = plt.subplots(figsize=(12, 3))
+    ax.step(times, [u for _, u, _ in counts], where="post", label="under-replicated")
+    ax.step(times, [o for _, _, o in counts], where="post", label="offline (no leader)")
+    ax.set_title("Partitions under-replicated and offline")
+    ax.set_ylabel("partitions")
+    ax.set_ylim(bottom=0, top=max(1, *(max(u, o) for _, u, o in counts)) + 0.5)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    _draw_markers(ax, timeline)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig, []
+
+
 def _latency_figure(timeline: FailureTimeline, latency: pd.DataFrame, max_requests: int = 8):
     if latency.empty:
         return None
@@ -328,6 +351,7 @@ def _latency_figure(timeline: FailureTimeline, latency: pd.DataFrame, max_reques
 _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...] = (
     ("timeline", _timeline_figure, lambda d: pd.DataFrame()),
     ("throughput", _throughput_figure, lambda d: d.topic_minutes.frame),
+    ("isr_counts", _isr_counts_figure, lambda d: pd.DataFrame()),
     ("isr", _isr_figure, lambda d: d.isr_timeline.frame),
     ("latency", _latency_figure, lambda d: d.latency.frame),
 )
@@ -434,6 +458,7 @@ def write_report(out: Path, data: ReportData) -> Path:
         _image(plots, "throughput"),
         _table_html(data.partitions, what="partitions"),
         "<h2>ISR over time</h2>",
+        _image(plots, "isr_counts"),
         _image(plots, "isr"),
         "<h3>ISR shrinks and expands</h3>",
         _table_html(data.isr_events, what="ISR shrink or expand events"),

@@ -7,7 +7,7 @@ import re
 
 import pandas as pd
 
-from spark.incidents import Span, failure_timeline, format_duration
+from spark.incidents import Span, failure_timeline, format_duration, partition_counts
 from spark.report import ReportData, Table, render_plots, write_report
 from tests.spark import synthetic
 from tests.spark.synthetic import T0
@@ -64,6 +64,22 @@ def test_markers_cover_brokers_controller_leaders_and_isr():
         assert expected in kinds
     # A new partition's first leader is not an incident marker.
     assert not any(k == "leader_change" and ts < 0 for ts, k in kinds)
+
+
+def test_partition_counts_step_with_the_under_replicated_spans():
+    counts = [(ts - T0, under, offline) for ts, under, offline in partition_counts(_story())]
+    assert counts == [
+        (-100, 0, 0),
+        (10_010, 2, 0),
+        (33_000, 1, 0),
+        (34_000, 0, 0),
+        (50_000, 1, 0),
+        (56_010, 2, 0),
+        (73_000, 1, 0),
+        (74_000, 0, 0),
+        (100_000, 0, 0),
+    ]
+    assert all(isinstance(v, int) for row in counts for v in row)
 
 
 def test_an_open_incident_and_a_resigned_controller():
@@ -127,7 +143,7 @@ def _report_data() -> ReportData:
 def test_every_time_plot_carries_every_event_marker_and_the_timeline_comes_first():
     data = _report_data()
     plots = render_plots(data)
-    assert list(plots) == ["timeline", "throughput", "isr", "latency"]
+    assert list(plots) == ["timeline", "throughput", "isr_counts", "isr", "latency"]
     expected = sorted({m.ts for m in data.timeline.markers})
     for plot in plots.values():
         assert plot.time_axis and plot.marker_ts == expected, plot.name
@@ -140,7 +156,7 @@ def test_the_report_is_one_self_contained_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
     page = path.read_text()
     references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page)
-    assert len(references) == 4
+    assert len(references) == 5
     assert all(ref.startswith("data:image/png;base64,") for ref in references)
     assert "url(" not in page and "@import" not in page
     assert page.index("Failure timeline") < page.index("Replica consistency audit")

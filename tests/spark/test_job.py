@@ -107,7 +107,7 @@ def test_the_report_lists_the_isr_shrink_and_the_leader_change(job):
     assert "isr_shrink" in page and "isr_expand" in page
     assert "offline_election" in page
     assert "Replica consistency audit" in page and ">ok<" in page
-    assert page.count('<img src="data:image/png;base64,') == 4  # timeline + 3 time plots
+    assert page.count('<img src="data:image/png;base64,') == 5  # timeline + 4 time plots
 
 
 def test_the_timeline_and_the_summary_tell_the_broker_failure(job):
