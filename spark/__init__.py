@@ -6,6 +6,8 @@
   pyarrow columns; `layout`: finding log dirs, partitions, checkpoints, JSON-lines files.
 - `schemas`: the declared schemas of everything read; `events`: the events/metrics readers.
 - `throughput`, `timeline`, `latency`, `audit`: the analytics, all in Spark.
+- `incidents`: the failure timeline (incidents, lanes, event markers, recovery times),
+  a pure replay of the state-change event rows on the driver.
 - `report`: the HTML report and its plots; `session`: the SparkSession; `job`: the job
   (`tributary analytics`, `spark-submit spark/job.py`).
 

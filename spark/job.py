@@ -10,9 +10,12 @@ analytics need plus a per-record hash, and cached; from them come the per-minute
 throughput (each offset counted once per partition) and the replica consistency audit.
 Broker events, controller events and metrics snapshots (declared schemas) give the ISR
 timeline, ISR shrinks/expands, leader changes, under-replicated and offline intervals and
-request latency percentiles. Every table is written as Parquet under OUT; the report
-then reads a bounded number of rows of each back (small aggregates only: no record-level
-data reaches the driver) and writes `OUT/report.html` with PNG plots.
+request latency percentiles. The failure timeline (`spark.incidents`) is replayed on the
+driver from the state-change events (bounded: `MAX_TIMELINE_EVENTS`). Every table is
+written as Parquet under OUT; the report then reads a bounded number of rows of each back
+(small aggregates only: no record-level data reaches the driver) and writes one
+self-contained `OUT/report.html` (plots embedded). The CLI prints a short summary:
+incidents, time under-replicated, the audit verdict.
 
 On a real cluster (`--master spark://...`, YARN...) `--data` must be a path every
 executor can read (a shared mount) and OUT a path Spark can write.
@@ -32,6 +35,7 @@ if __name__ == "__main__" and __package__ in (None, ""):
     sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
 
 import argparse  # noqa: E402
+import datetime as dt  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
@@ -46,6 +50,7 @@ __all__ = [
     "main",
     "run",
     "run_from_args",
+    "text_summary",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,6 +96,7 @@ class JobResult:
     summary: dict[str, object] = field(default_factory=dict)
     audit_status: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    timeline: object = None  # spark.incidents.FailureTimeline
 
     @property
     def audit_failed(self) -> bool:
@@ -210,6 +216,7 @@ def run(
             timeline.under_replicated_intervals(isr_saved, data_end_ts),
         )
         save("offline_intervals", timeline.offline_intervals(isr_saved, data_end_ts))
+        failures = _failure_timeline(broker_events, controller_events, data_end_ts)
 
         save("request_latency", latency.latency_intervals(metrics))
         intervals = spark.read.parquet(str(tables["request_latency"]))
@@ -241,6 +248,8 @@ def run(
         .collect()[0]
     )
     brokers = sorted({d.broker for d in log_dirs if d.broker is not None})
+    from spark.incidents import format_duration
+
     summary: dict[str, object] = {
         "broker log dirs": len(log_dirs),
         "brokers": ", ".join(map(str, brokers)) or "unknown",
@@ -283,9 +292,12 @@ def run(
         latency_summary=_collect(
             spark, tables["request_latency_summary"], ["request"], REPORT_ROWS
         ),
+        timeline=failures,
     )
     summary.update(
         {
+            "incidents": len(failures.incidents),
+            "time under-replicated": format_duration(failures.under_replicated_ms),
             "ISR shrink/expand events": report.isr_events.total,
             "leader changes (elections and takeovers)": report.leader_changes.total,
             "under-replicated intervals": report.under_replicated.total,
@@ -301,7 +313,69 @@ def run(
         summary,
         status,
         time.monotonic() - started,
+        failures,
     )
+
+
+# Event rows brought to the driver for the failure timeline (one per state change, not per
+# record); beyond this the timeline is built from the first rows and says so in the log.
+MAX_TIMELINE_EVENTS = 500_000
+
+
+def _failure_timeline(broker_events, controller_events, data_end_ts):
+    from pyspark.sql import functions as F
+
+    from spark.incidents import BROKER_KINDS, CONTROLLER_KINDS, failure_timeline
+
+    def rows(frame, kinds, columns):
+        wanted = frame.where(F.col("event").isin(list(kinds))).select(*columns).orderBy("ts")
+        collected = [r.asDict() for r in wanted.limit(MAX_TIMELINE_EVENTS).collect()]
+        if len(collected) == MAX_TIMELINE_EVENTS:
+            logger.warning("failure timeline: only the first %d events used", len(collected))
+        return collected
+
+    broker_rows = rows(
+        broker_events,
+        BROKER_KINDS,
+        ["ts", "broker", "event", "topic", "partition", "leader_epoch", "isr", "new_isr",
+         "replicas"],
+    )  # fmt: skip
+    controller_rows = rows(
+        controller_events,
+        CONTROLLER_KINDS,
+        ["ts", "controller", "event", "broker", "topic", "partition", "old_leader",
+         "new_leader", "leader_epoch", "old_isr", "isr"],
+    )  # fmt: skip
+    return failure_timeline(broker_rows, controller_rows, data_end_ts)
+
+
+def text_summary(result: JobResult) -> list[str]:
+    """The CLI's short account: incidents, time under-replicated, the audit verdict."""
+    from spark.incidents import format_duration
+
+    lines = []
+    timeline = result.timeline
+    if timeline is not None:
+        lines.append(
+            f"incidents: {len(timeline.incidents)}; under-replicated for "
+            f"{format_duration(timeline.under_replicated_ms)}, offline for "
+            f"{format_duration(timeline.offline_ms)}"
+        )
+        for incident in timeline.incidents:
+            end = "ongoing" if incident.end_ts is None else "ended"
+            recovery = (
+                f"full ISR after {format_duration(incident.recovery_ms)}"
+                if incident.recovery_ms is not None
+                else "ISR never full again"
+            )
+            started = dt.datetime.fromtimestamp(incident.start_ts / 1000, dt.UTC)
+            lines.append(
+                f"  {started:%H:%M:%S} {incident.subject}: {incident.kind} ({end}); {recovery}"
+            )
+    verdict = "FAILED" if result.audit_failed else "passed"
+    audit = ", ".join(f"{k}: {v}" for k, v in sorted(result.audit_status.items()))
+    lines.append(f"audit {verdict} ({audit or 'nothing audited'})")
+    return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -384,7 +458,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         f"{summary['partitions']} partition(s) on {summary['broker log dirs']} broker log "
         f"dir(s); audit: {summary['audit']}; {result.seconds:.1f} s"
     )
-    print(f"analytics: report {result.report}")
+    for line in text_summary(result):
+        print(f"analytics: {line}")
+    print(f"analytics: report {result.report} (self-contained)")
     if args.fail_on_audit and result.audit_failed:
         return 3
     return 0

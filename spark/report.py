@@ -1,23 +1,33 @@
 """The HTML report: tables and PNG plots from small, already aggregated pandas frames.
 
 How it works: the job collects a bounded number of rows of each aggregated table
-(`ReportData`; never record-level data) and `write_report` renders them into
-`OUT/report.html` with PNG plots beside it (matplotlib's Agg backend: no display needed).
-Each section says how many rows exist when it shows only the first ones; an empty input
-gives a short "nothing recorded" line instead of an empty table or plot.
+(`ReportData`; never record-level data) and `write_report` renders them into one
+self-contained `OUT/report.html`: every plot is a PNG embedded as a base64 data URI
+(matplotlib's Agg backend: no display needed), so the page needs no other file.
+`render_plots` returns the plots with the data behind them (`Plot`): the failure timeline
+(`spark.incidents`) comes first, and every time plot shares its time range and carries
+its event markers as vertical lines (read back from the drawn figure, so tests can check
+them without looking at pixels). Each section says how many rows exist when it shows
+only the first ones; an empty input gives a short "nothing recorded" line instead of an
+empty table or plot.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import html
+import io
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["ReportData", "Table", "write_report"]
+from spark.incidents import FailureTimeline, Marker, format_duration, partition_counts
+
+__all__ = ["Plot", "ReportData", "Table", "incident_table", "render_plots", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +81,21 @@ class ReportData:
     offline: Table = field(default_factory=Table.empty)
     latency: Table = field(default_factory=Table.empty)
     latency_summary: Table = field(default_factory=Table.empty)
+    timeline: FailureTimeline = field(default_factory=lambda: FailureTimeline(None, None))
+
+
+@dataclass
+class Plot:
+    """One drawn figure: its PNG and what it shows (for tests and the page)."""
+
+    name: str
+    png: bytes
+    time_axis: bool  # x is wall-clock time (then it carries the event markers)
+    marker_ts: list[int]  # the event markers drawn on it, in ms since the epoch
+    lanes: list[str] = field(default_factory=list)  # the timeline's lanes, top to bottom
+
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
 def _pyplot():
@@ -129,32 +154,139 @@ def _table_html(table: Table, *, what: str, status_column: str | None = None) ->
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{note}"
 
 
-def _plot_throughput(minutes: pd.DataFrame, path: Path) -> bool:
-    if minutes.empty:
-        return False
+_MARKER_GID = "event-marker:"
+_MARKER_COLOURS = {
+    "broker_down": "#cf222e",
+    "broker_up": "#1a7f37",
+    "broker_bounced": "#bc4c00",
+    "not_answering": "#9a6700",
+    "controller_change": "#8250df",
+    "leader_change": "#0969da",
+    "isr_shrink": "#d4a72c",
+    "isr_expand": "#57ab5a",
+}
+_SPAN_COLOURS = {
+    "down": "#cf222e",
+    "paused": "#bc4c00",
+    "not_answering": "#d4a72c",
+    "active": "#8250df",
+    "under_replicated": "#9ecbff",
+    "offline": "#6e7781",
+}
+
+
+def _time(ms: int) -> pd.Timestamp:
+    return pd.Timestamp(ms, unit="ms")
+
+
+def _draw_markers(ax, timeline: FailureTimeline) -> None:
+    """The timeline's events as thin vertical lines, and the shared time range."""
+    for marker in timeline.markers:
+        ax.axvline(
+            _time(marker.ts),
+            color=_MARKER_COLOURS.get(marker.kind, "#888"),
+            linewidth=0.8,
+            alpha=0.7,
+            linestyle="--" if marker.kind in ("isr_shrink", "isr_expand") else "-",
+            gid=f"{_MARKER_GID}{marker.ts}",
+            zorder=0,
+        )
+    if timeline.start_ts is not None and timeline.end_ts is not None:
+        low, high = ax.get_xlim() if ax.has_data() else (None, None)
+        import matplotlib.dates as mdates
+
+        start = mdates.date2num(_time(timeline.start_ts))
+        end = mdates.date2num(_time(timeline.end_ts))
+        if low is not None:
+            start, end = min(start, low), max(end, high)
+        pad = max((end - start) * 0.01, 1e-6)
+        ax.set_xlim(start - pad, end + pad)
+
+
+def _drawn_markers(fig) -> list[int]:
+    found = set()
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            gid = line.get_gid() or ""
+            if gid.startswith(_MARKER_GID):
+                found.add(int(gid[len(_MARKER_GID) :]))
+    return sorted(found)
+
+
+def _marker_legend(ax, timeline: FailureTimeline) -> list:
+    from matplotlib.lines import Line2D
+
+    kinds = sorted({m.kind for m in timeline.markers})
+    return [
+        Line2D([], [], color=_MARKER_COLOURS.get(k, "#888"), label=k.replace("_", " "))
+        for k in kinds
+    ]
+
+
+def _timeline_figure(timeline: FailureTimeline, _frame=None):
+    if timeline.start_ts is None or not (timeline.spans or timeline.markers):
+        return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 4))
+    from matplotlib.patches import Patch
+
+    lanes = timeline.lanes()
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.45 * max(len(lanes), 1)))
+    end = timeline.end_ts
+    for row, lane in enumerate(lanes):
+        for span in (s for s in timeline.spans if s.lane == lane):
+            stop = span.end_ts if span.end_ts is not None else end
+            ax.barh(
+                row,
+                _time(stop) - _time(span.start_ts),
+                left=_time(span.start_ts),
+                height=0.6,
+                color=_SPAN_COLOURS.get(span.kind, "#888"),
+                hatch="//" if span.end_ts is None else None,
+                edgecolor="white",
+            )
+            if span.kind == "active":
+                ax.text(_time(span.start_ts), row, f" {span.label}", va="center", fontsize=8)
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    _draw_markers(ax, timeline)
+    kinds = sorted({s.kind for s in timeline.spans})
+    handles = [Patch(color=_SPAN_COLOURS.get(k, "#888"), label=k.replace("_", " ")) for k in kinds]
+    handles += _marker_legend(ax, timeline)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    ax.set_title("Failure timeline (hatched: still open at the end of the data)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig, lanes
+
+
+def _throughput_figure(timeline: FailureTimeline, minutes: pd.DataFrame):
+    if minutes.empty:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(12, 4))
     for topic, group in minutes.sort_values("minute").groupby("topic"):
         ax.plot(group["minute"], group["records_per_s"], marker="o", label=str(topic))
     ax.set_title("Produce rate per topic (records/s, per minute, replicas counted once)")
     ax.set_ylabel("records/s")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
+    _draw_markers(ax, timeline)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return fig, []
 
 
-def _plot_isr(timeline: pd.DataFrame, path: Path, max_partitions: int = 12) -> bool:
-    if timeline.empty:
-        return False
+def _isr_figure(timeline: FailureTimeline, isr: pd.DataFrame, max_partitions: int = 12):
+    if isr.empty:
+        return None
     plt = _pyplot()
-    frame = timeline.assign(tp=timeline["topic"] + "-" + timeline["partition"].astype(str))
+    frame = isr.assign(tp=isr["topic"] + "-" + isr["partition"].astype(str))
     busiest = frame["tp"].value_counts().index[:max_partitions]
     end = frame["time"].max()
-    fig, ax = plt.subplots(figsize=(10, 4))
+    if timeline.end_ts is not None:
+        end = max(end, _time(timeline.end_ts))
+    fig, ax = plt.subplots(figsize=(12, 4))
     for tp in sorted(busiest):
         group = frame[frame["tp"] == tp].sort_values("time")
         times = [*group["time"], end]
@@ -165,21 +297,42 @@ def _plot_isr(timeline: pd.DataFrame, path: Path, max_partitions: int = 12) -> b
             ax.scatter(offline["time"], offline["isr_size"], marker="x", color="red")
     ax.set_title("ISR size per partition (x: leader -1, offline)")
     ax.set_ylabel("replicas in ISR")
+    ax.yaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small", ncol=2)
+    _draw_markers(ax, timeline)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return fig, []
 
 
-def _plot_latency(latency: pd.DataFrame, path: Path, max_requests: int = 8) -> bool:
+def _isr_counts_figure(timeline: FailureTimeline, _frame=None):
+    counts = partition_counts(timeline)
+    if not counts:
+        return None
+    plt = _pyplot()
+    times = [_time(ts) for ts, _, _ in counts]
+    fig, ax = plt.subplots(figsize=(12, 3))
+    ax.step(times, [u for _, u, _ in counts], where="post", label="under-replicated")
+    ax.step(times, [o for _, _, o in counts], where="post", label="offline (no leader)")
+    ax.set_title("Partitions under-replicated and offline")
+    ax.set_ylabel("partitions")
+    ax.set_ylim(bottom=0, top=max(1, *(max(u, o) for _, u, o in counts)) + 0.5)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    _draw_markers(ax, timeline)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig, []
+
+
+def _latency_figure(timeline: FailureTimeline, latency: pd.DataFrame, max_requests: int = 8):
     if latency.empty:
-        return False
+        return None
     plt = _pyplot()
     busiest = latency.groupby("request")["requests"].sum().nlargest(max_requests).index
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4), sharey=True)
     for column, ax in zip(("p50_ms", "p99_ms"), axes, strict=True):
         for request in sorted(busiest):
             group = latency[latency["request"] == request].sort_values("time")
@@ -188,32 +341,79 @@ def _plot_latency(latency: pd.DataFrame, path: Path, max_requests: int = 8) -> b
         ax.set_ylabel("ms")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
-    axes[0].legend(loc="best", fontsize="small")
+        _draw_markers(ax, timeline)
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return fig, []
 
 
-def _image(name: str, made: bool) -> str:
-    return f'<p><img src="{name}" alt="{name}"></p>' if made else ""
+_FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...] = (
+    ("timeline", _timeline_figure, lambda d: pd.DataFrame()),
+    ("throughput", _throughput_figure, lambda d: d.topic_minutes.frame),
+    ("isr_counts", _isr_counts_figure, lambda d: pd.DataFrame()),
+    ("isr", _isr_figure, lambda d: d.isr_timeline.frame),
+    ("latency", _latency_figure, lambda d: d.latency.frame),
+)
+
+
+def render_plots(data: ReportData) -> dict[str, Plot]:
+    """Every plot the data allows, by name (timeline first); a plot that fails to draw is
+    logged and left out (a plot is a nicety: never lose the report over one)."""
+    plots: dict[str, Plot] = {}
+    for name, draw, frame_of in _FIGURES:
+        try:
+            drawn = draw(data.timeline, frame_of(data))
+            if drawn is None:
+                continue
+            fig, lanes = drawn
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+            plots[name] = Plot(name, buffer.getvalue(), True, _drawn_markers(fig), lanes)
+            _pyplot().close(fig)
+        except Exception:
+            logger.exception("could not draw %s", name)
+    return plots
+
+
+def incident_table(timeline: FailureTimeline) -> Table:
+    """The incidents with their recovery times, one row each."""
+    rows = [
+        {
+            "incident": i.kind,
+            "subject": i.subject,
+            "start": _time(i.start_ts),
+            "end": _time(i.end_ts) if i.end_ts is not None else "not by the end of the data",
+            "full ISR again": _time(i.recovered_ts) if i.recovered_ts is not None else "never",
+            "recovery time": format_duration(i.recovery_ms),
+            "sequence": i.detail,
+        }
+        for i in timeline.incidents
+    ]
+    return Table(pd.DataFrame(rows), len(rows))
+
+
+def _image(plots: dict[str, Plot], name: str) -> str:
+    plot = plots.get(name)
+    if plot is None:
+        return ""
+    return f'<p><img src="{plot.data_uri()}" alt="{html.escape(name)}"></p>'
+
+
+def _markers_note(markers: list[Marker]) -> str:
+    if not markers:
+        return ""
+    return (
+        '<p class="note">Vertical lines on every time plot: the events of the failure '
+        "timeline (solid: brokers, controller, leaders; dashed: ISR shrink/expand).</p>"
+    )
 
 
 def write_report(out: Path, data: ReportData) -> Path:
-    """Render `data` as `out/report.html` (and its PNGs); returns the report's path."""
+    """Render `data` as the self-contained `out/report.html`; returns its path."""
     out.mkdir(parents=True, exist_ok=True)
-    plots = {}
-    for name, plot, frame in (
-        ("throughput.png", _plot_throughput, data.topic_minutes.frame),
-        ("isr.png", _plot_isr, data.isr_timeline.frame),
-        ("latency.png", _plot_latency, data.latency.frame),
-    ):
-        try:
-            plots[name] = plot(frame, out / name)
-        except Exception:  # a plot is a nicety: never lose the report over one
-            logger.exception("could not draw %s", name)
-            plots[name] = False
+    plots = render_plots(data)
+    timeline = data.timeline
     summary_rows = "".join(
         f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_format_cell(v))}</td></tr>"
         for k, v in data.summary.items()
@@ -227,6 +427,19 @@ def write_report(out: Path, data: ReportData) -> Path:
         f'<p class="note">Data: {html.escape(data.data_dir)}. Generated {generated}. '
         "All times UTC.</p>",
         f"<table>{summary_rows}</table>",
+        "<h2>Failure timeline</h2>",
+        '<p class="note">Brokers down (declared dead by the controller), paused (alive '
+        "but its ZooKeeper session expired), not answering (dropped from an ISR while "
+        "registered); the active controller; per partition, under-replicated and offline "
+        "spans. Under-replicated for "
+        f"{html.escape(format_duration(timeline.under_replicated_ms))} in all, offline for "
+        f"{html.escape(format_duration(timeline.offline_ms))}.</p>",
+        _image(plots, "timeline"),
+        _markers_note(timeline.markers),
+        "<h3>Incidents and recovery time</h3>",
+        '<p class="note">Recovery: from the first failure event to the first moment, after '
+        "the incident ended, when every partition had a full ISR and a leader.</p>",
+        _table_html(incident_table(timeline), what="incidents"),
         "<h2>Replica consistency audit</h2>",
         '<p class="note">Per partition, every replica\'s records below the high watermark '
         "(the highest HW checkpointed by any replica) are compared by a hash of timestamp, "
@@ -242,10 +455,11 @@ def write_report(out: Path, data: ReportData) -> Path:
         "<h3>Missing acknowledged ranges</h3>",
         _table_html(data.audit_missing, what="missing ranges"),
         "<h2>Produce throughput</h2>",
-        _image("throughput.png", plots["throughput.png"]),
+        _image(plots, "throughput"),
         _table_html(data.partitions, what="partitions"),
         "<h2>ISR over time</h2>",
-        _image("isr.png", plots["isr.png"]),
+        _image(plots, "isr_counts"),
+        _image(plots, "isr"),
         "<h3>ISR shrinks and expands</h3>",
         _table_html(data.isr_events, what="ISR shrink or expand events"),
         "<h3>Under-replicated intervals</h3>",
@@ -257,7 +471,7 @@ def write_report(out: Path, data: ReportData) -> Path:
         "<h3>Follower truncations</h3>",
         _table_html(data.truncations, what="truncations"),
         "<h2>Request latency</h2>",
-        _image("latency.png", plots["latency.png"]),
+        _image(plots, "latency"),
         _table_html(data.latency_summary, what="request types"),
         "</body></html>",
     ]

@@ -239,3 +239,84 @@ def write_metrics(root: Path, brokers: Iterable[int] = (1, 2, 3), snapshots: int
                 }
             )
         _write_lines(log_dir_of(root, broker) / "metrics.jsonl", lines)
+
+
+CONTROLLER_A, CONTROLLER_B = 1001, 1002
+
+
+def failure_story(topic: str = "orders") -> tuple[list[dict], list[dict]]:
+    """(broker event rows, controller event rows) of a run with a kill, a pause and a
+    controller failover on 3 brokers; partitions 0 (leader 1) and 1 (leader 2), RF 3:
+
+    - T0+10s broker 2 is killed: controller 1001 declares it down, elects 3 for
+      orders-1 and drops 2 from orders-0's ISR; T0+30s it is back; ISRs full at T0+34s.
+    - T0+50s broker 3 is paused: broker 1 drops it from orders-0's ISR (not answering);
+      T0+56s its ZooKeeper session expires (down; 1 leads orders-1); T0+70s it resumes
+      (writes session_lost), T0+70.5s it is up again; ISRs full at T0+74s.
+    - T0+90s controller 1001 is killed (writes nothing); T0+96s 1002 is elected.
+    - The last event is at T0+100s.
+    """
+    t = {"topic": topic}
+    brokers = [
+        {"ts": T0, "broker": 1, "event": "became_leader", **t, "partition": 0,
+         "leader_epoch": 0, "isr": [1, 2, 3], "replicas": [1, 2, 3], "was_leader": False},
+        {"ts": T0 + 5, "broker": 2, "event": "became_leader", **t, "partition": 1,
+         "leader_epoch": 0, "isr": [2, 3, 1], "replicas": [2, 3, 1], "was_leader": False},
+        {"ts": T0 + 10_050, "broker": 3, "event": "became_leader", **t, "partition": 1,
+         "leader_epoch": 1, "isr": [3, 1], "replicas": [2, 3, 1], "was_leader": False},
+        {"ts": T0 + 33_000, "broker": 1, "event": "isr_expand", **t, "partition": 0,
+         "old_isr": [1, 3], "new_isr": [1, 3, 2], "replicas": [1, 2, 3], "leader_epoch": 1},
+        {"ts": T0 + 34_000, "broker": 3, "event": "isr_expand", **t, "partition": 1,
+         "old_isr": [3, 1], "new_isr": [3, 1, 2], "replicas": [2, 3, 1], "leader_epoch": 1},
+        {"ts": T0 + 50_000, "broker": 1, "event": "isr_shrink", **t, "partition": 0,
+         "old_isr": [1, 3, 2], "new_isr": [1, 2], "replicas": [1, 2, 3], "leader_epoch": 1},
+        {"ts": T0 + 56_050, "broker": 1, "event": "became_leader", **t, "partition": 1,
+         "leader_epoch": 2, "isr": [1, 2], "replicas": [2, 3, 1], "was_leader": False},
+        {"ts": T0 + 70_000, "broker": 3, "event": "session_lost"},
+        {"ts": T0 + 73_000, "broker": 1, "event": "isr_expand", **t, "partition": 0,
+         "old_isr": [1, 2], "new_isr": [1, 2, 3], "replicas": [1, 2, 3], "leader_epoch": 1},
+        {"ts": T0 + 74_000, "broker": 1, "event": "isr_expand", **t, "partition": 1,
+         "old_isr": [1, 2], "new_isr": [1, 2, 3], "replicas": [2, 3, 1], "leader_epoch": 2},
+        {"ts": T0 + 100_000, "broker": 1, "event": "became_leader", **t, "partition": 0,
+         "leader_epoch": 1, "isr": [1, 2, 3], "replicas": [1, 2, 3], "was_leader": True},
+    ]  # fmt: skip
+    a = {"controller": CONTROLLER_A, "epoch": 1}
+    controllers = [
+        {"ts": T0 - 100, **a, "event": "controller_elected"},
+        {"ts": T0 - 50, **a, "event": "leader_change", **t, "partition": 0, "old_leader": None,
+         "new_leader": 1, "leader_epoch": 0, "old_isr": None, "isr": [1, 2, 3],
+         "reason": "new_partition", "unclean": False},
+        {"ts": T0 - 50, **a, "event": "leader_change", **t, "partition": 1, "old_leader": None,
+         "new_leader": 2, "leader_epoch": 0, "old_isr": None, "isr": [2, 3, 1],
+         "reason": "new_partition", "unclean": False},
+        {"ts": T0 + 10_000, **a, "event": "broker_down", "broker": 2},
+        {"ts": T0 + 10_010, **a, "event": "leader_change", **t, "partition": 1, "old_leader": 2,
+         "new_leader": 3, "leader_epoch": 1, "old_isr": [2, 3, 1], "isr": [3, 1],
+         "reason": "offline_election", "unclean": False},
+        {"ts": T0 + 10_010, **a, "event": "isr_change", **t, "partition": 0, "old_leader": 1,
+         "new_leader": 1, "leader_epoch": 1, "old_isr": [1, 2, 3], "isr": [1, 3],
+         "reason": "isr_removal", "unclean": False},
+        {"ts": T0 + 30_000, **a, "event": "broker_up", "broker": 2, "broker_epoch": 7},
+        {"ts": T0 + 56_000, **a, "event": "broker_down", "broker": 3},
+        {"ts": T0 + 56_010, **a, "event": "leader_change", **t, "partition": 1, "old_leader": 3,
+         "new_leader": 1, "leader_epoch": 2, "old_isr": [3, 1, 2], "isr": [1, 2],
+         "reason": "offline_election", "unclean": False},
+        {"ts": T0 + 70_500, **a, "event": "broker_up", "broker": 3, "broker_epoch": 9},
+        {"ts": T0 + 96_000, "controller": CONTROLLER_B, "epoch": 2,
+         "event": "controller_elected"},
+    ]  # fmt: skip
+    return brokers, controllers
+
+
+def write_failure_story(root: Path, topic: str = "orders") -> None:
+    """`failure_story` as the events files a cluster directory holds."""
+    brokers, controllers = failure_story(topic)
+    for broker in (1, 2, 3):
+        _write_lines(
+            log_dir_of(root, broker) / "events.jsonl", [r for r in brokers if r["broker"] == broker]
+        )
+    for controller in (CONTROLLER_A, CONTROLLER_B):
+        _write_lines(
+            root / f"controller-{controller}" / "data" / "controller-events.jsonl",
+            [r for r in controllers if r["controller"] == controller],
+        )
