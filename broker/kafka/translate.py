@@ -506,17 +506,7 @@ def _list_offsets_to_native(request: Any, header: KafkaHeader) -> m.ListOffsetsR
 
 
 def _list_offsets_response(version: int, topics: list[tuple[str, list[dict]]]) -> Any:
-    cls = response_class(ApiKey.LIST_OFFSETS, version)
-    topic_cls = schema_class(cls, "ListOffsetsTopicResponse")
-    partition_cls = schema_class(cls, "ListOffsetsPartitionResponse")
-    return build(
-        cls,
-        throttle_time=ZERO_MS,
-        topics=tuple(
-            build(topic_cls, name=name, partitions=tuple(build(partition_cls, **p) for p in parts))
-            for name, parts in topics
-        ),
-    )
+    return _per_topic_response(ApiKey.LIST_OFFSETS, version, "name", topics)
 
 
 def _list_offsets_from_native(response: m.ListOffsetsResponse, version: int) -> Any:
@@ -597,16 +587,18 @@ def _epoch_to_native(request: Any, header: KafkaHeader) -> m.OffsetForLeaderEpoc
 
 
 def _epoch_response(version: int, topics: list[tuple[str, list[dict]]]) -> Any:
-    cls = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    topic_cls = schema_class(cls, "OffsetForLeaderTopicResult")
-    partition_cls = schema_class(cls, "EpochEndOffset")
+    return _per_topic_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, "topic", topics)
+
+
+def _per_topic_response(
+    api_key: ApiKey, version: int, name_field: str, topics: list[tuple[str, list[dict]]]
+) -> Any:
+    """A response of `topics` (name, partition value dicts) in its `topics` field: `build`
+    finds the version's nested topic and partition classes from the type hints."""
     return build(
-        cls,
+        response_class(api_key, version),
         throttle_time=ZERO_MS,
-        topics=tuple(
-            build(topic_cls, topic=name, partitions=tuple(build(partition_cls, **p) for p in parts))
-            for name, parts in topics
-        ),
+        topics=[{name_field: name, "partitions": parts} for name, parts in topics],
     )
 
 
