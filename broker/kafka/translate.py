@@ -57,6 +57,7 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode, ProtocolError
+from client.protocol.kafka_records import to_kafka_format
 from server_common.network import (
     CLOSE_CONNECTION,
     NO_RESPONSE,
@@ -390,14 +391,6 @@ def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
     )
 
 
-def _kafka_records() -> Callable[[bytes], bytes]:
-    try:
-        from client.protocol.kafka_records import to_kafka_format
-    except ImportError:  # the converter is not there yet: pass batches through
-        return bytes
-    return to_kafka_format
-
-
 def _fetch_response(version: int, code: int, topics: list[tuple[str, list[dict]]]) -> Any:
     cls = response_class(ApiKey.FETCH, version)
     topic_cls = schema_class(cls, "FetchableTopicResponse")
@@ -421,7 +414,6 @@ def _fetch_response(version: int, code: int, topics: list[tuple[str, list[dict]]
 
 
 def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
-    convert = _kafka_records()
     return _fetch_response(
         version,
         response.error_code,
@@ -435,7 +427,7 @@ def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
                         high_watermark=p.high_watermark,
                         last_stable_offset=p.last_stable_offset,
                         log_start_offset=p.log_start_offset,
-                        records=convert(p.records) if p.records else b"",
+                        records=to_kafka_format(p.records) if p.records else b"",
                     )
                     for p in t.partitions
                 ],

@@ -3,8 +3,8 @@ what the decoder accepts.
 
 How it works: every translate module (translate.py, translate_admin.py,
 translate_groups.py) exposes `TRANSLATIONS: dict[int, Translation]`, each entry with the
-version range its functions translate correctly. `translations()` merges them (a module
-that is not there yet is skipped) and `supported()` is the resulting
+version range its functions translate correctly. `translations()` merges them and
+`supported()` is the resulting
 {api_key: (min_version, max_version)} table, so ApiVersions can only advertise what is
 really translated. `check_against_kio()` verifies that kio has request and response
 classes for every advertised version (the tests call it).
@@ -21,33 +21,19 @@ Data-plane ranges (translate.py) and why they stop where they do:
 from __future__ import annotations
 
 import functools
-import importlib
-import logging
 
 from broker.kafka.translation import Translation, request_class, response_class
-
-log = logging.getLogger(__name__)
-
-TRANSLATE_MODULES = (
-    "broker.kafka.translate",
-    "broker.kafka.translate_admin",
-    "broker.kafka.translate_groups",
-)
 
 
 @functools.cache
 def translations() -> dict[int, Translation]:
     """Every API the Kafka listener serves, merged from the translate modules."""
+    # Imported here: translate.py imports this module (ApiVersions answers from it).
+    from broker.kafka import translate, translate_admin, translate_groups
+
     merged: dict[int, Translation] = {}
-    for name in TRANSLATE_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            log.debug("%s is not there: its APIs are not served", name)
-            continue
-        for api_key, translation in getattr(module, "TRANSLATIONS", {}).items():
+    for module in (translate, translate_admin, translate_groups):
+        for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:
                 raise ValueError(f"api {api_key} is translated by two modules")
             merged[api_key] = translation
