@@ -10,30 +10,49 @@
    ZooKeeper session timeout: that is when the controller learns of the death).
 3. Controlled shutdown: SIGTERM a broker that leads ~100 partitions; time until it
    exited, its leaderships moved away first.
-Prints figures only. The cluster lives in a temp dir and is stopped by pid at the end.
+4. Consume from the beginning: the library (a consumer polling everything the produce
+   run wrote) and the CLI (`tributary consume` into /dev/null, next to a plain Python
+   loop printing the same lines: the CLI should be bound by printing, not fetching).
+5. End-to-end latency at 10,000 records/s, acks=all, RF 3 (`tributary perf e2e`).
+6. Broker memory with 1,000 more partitions (RF 3: every broker hosts them all): the
+   largest broker RSS idle, and its peak while `tributary perf produce` writes to them.
+Prints figures and reports the headline ones to the table (tests/bench/table.py) with
+their same-run references: loopback TCP and file writes (tests/bench/references.py).
+The cluster lives in a temp dir and is stopped by pid at the end.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import trio
 
 from client.admin import NewTopic, open_admin
 from client.connection import open_connection
+from client.consumer import open_consumer
 from client.producer import open_producer
 from client.protocol import messages as m
 from client.protocol.records import Record, build_batch
+from client.protocol.types import TopicPartition
+from tests.bench import references
+from tests.bench.table import Row, report
 from tools.cluster.inspect import read_cluster
 from tools.cluster.launcher import LocalCluster
 
 VALUE = b"x" * 100
 RECORDS = int(os.environ.get("BENCH_CLUSTER_RECORDS", "100000"))
 SESSION_MS = 6_000
+E2E_RATE = 10_000
+E2E_RECORDS = int(os.environ.get("BENCH_E2E_RECORDS", "50000"))
+MANY_PARTITIONS = 1_000
 
 
 async def create_topics(bootstrap: str, topics: list[NewTopic]) -> None:
@@ -107,7 +126,8 @@ def leader_of(cluster: LocalCluster, topic: str, partition: int) -> int:
     return read_cluster(cluster.state.zookeeper_connect).partition(topic, partition).leader
 
 
-async def failover_time(cluster: LocalCluster, bootstrap: str) -> float:
+async def failover_time(cluster: LocalCluster, bootstrap: str):
+    """(seconds from SIGKILL to the first ack on the new leader, its metadata, victim)."""
     victim = leader_of(cluster, "rf3", 0)
     async with open_producer(
         bootstrap, acks="all", linger_ms=0, request_timeout_ms=2_000, retry_backoff_ms=50
@@ -118,7 +138,149 @@ async def failover_time(cluster: LocalCluster, bootstrap: str) -> float:
         while True:  # one record at a time: the first that is acked after the kill
             metadata = await (await producer.send("rf3", VALUE, partition=0))
             if leader_of(cluster, "rf3", 0) != victim:
-                return time.monotonic() - killed_at, metadata
+                return time.monotonic() - killed_at, metadata, victim
+
+
+async def consume_all(bootstrap: str, topic: str, partitions: int, count: int):
+    """(records/s, MiB/s) of a consumer reading `count` records from the beginning."""
+    async with open_consumer(
+        bootstrap, auto_offset_reset="earliest", max_poll_records=100_000
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        seen = size = 0
+        started = time.perf_counter()
+        while seen < count:
+            batch = await consumer.poll(1000)
+            seen += len(batch)
+            size += sum(len(r.value) for r in batch)
+        elapsed = time.perf_counter() - started
+    return seen / elapsed, size / elapsed / 2**20
+
+
+def cli(cluster: LocalCluster, *args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRIBUTARY_CLUSTER_DIR": str(cluster.directory)}
+    return subprocess.run(
+        [sys.executable, "-m", "tools", *args], stdout=stdout, env=env, timeout=600, check=True
+    )
+
+
+def timed_cli_consume(cluster: LocalCluster, topic: str, count: int) -> float:
+    """records/s of `tributary consume --from-beginning` printing into /dev/null: the
+    time of a run printing `count` records minus one printing a single record, so the
+    interpreter's start-up and the first connections are left out."""
+
+    def run(records: int) -> float:
+        with open(os.devnull, "w") as sink:
+            started = time.perf_counter()
+            cli(
+                cluster,
+                "consume",
+                topic,
+                "--from-beginning",
+                "--max-messages",
+                str(records),
+                stdout=sink,
+            )
+            return time.perf_counter() - started
+
+    return (count - 1) / max(run(count) - run(1), 1e-6)
+
+
+def print_loop_rate(count: int, value_bytes: int) -> float:
+    """records/s of a plain Python loop printing `count` lines of `value_bytes` into
+    /dev/null (in a child process, like the CLI): the printing bound."""
+    code = (
+        "import sys, time\n"
+        f"line = 'x' * {value_bytes}\n"
+        "started = time.perf_counter()\n"
+        f"for _ in range({count}):\n"
+        "    print(line)\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.write(str(time.perf_counter() - started))\n"
+    )
+    with open(os.devnull, "w") as sink:
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=True,
+            timeout=600,
+        )
+    return count / float(result.stderr.strip())
+
+
+def e2e_latency(cluster: LocalCluster) -> dict:
+    result = cli(
+        cluster,
+        "perf",
+        "e2e",
+        "--topic",
+        "e2e",
+        "--num-records",
+        str(E2E_RECORDS),
+        "--throughput",
+        str(E2E_RATE),
+        "--acks",
+        "all",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+        "--json",
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def broker_rss(cluster: LocalCluster) -> float:
+    """The largest RSS (MB) among the brokers."""
+    return max(rss_mb(cluster.process(f"broker-{b.id}").pid) for b in cluster.state.brokers())
+
+
+def rss_under_load(cluster: LocalCluster, topic: str) -> tuple[float, float]:
+    """(peak broker RSS in MB while `perf produce` writes to every partition of `topic`,
+    records/s of that run)."""
+    env = {**os.environ, "TRIBUTARY_CLUSTER_DIR": str(cluster.directory)}
+    producer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tools",
+            "perf",
+            "produce",
+            "--topic",
+            topic,
+            "--num-records",
+            "200000",
+            "--throughput",
+            "-1",
+            "--acks",
+            "all",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    peak = 0.0
+    try:
+        while producer.poll() is None:
+            peak = max(peak, broker_rss(cluster))
+            time.sleep(0.2)
+        out = producer.stdout.read() if producer.stdout else ""
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+        producer.wait()
+    total = json.loads(out.strip().splitlines()[-1])
+    return peak, total["records_per_sec"]
 
 
 def main() -> None:
@@ -151,11 +313,99 @@ def main() -> None:
             print(f"produce acks=1   RF 1: {one[0]:>10,.0f} records/s  {one[1]:6.1f} MiB/s")
             print(f"produce acks=all RF 3: {three[0]:>10,.0f} records/s  {three[1]:6.1f} MiB/s")
             print(f"acks=all RF 3 / acks=1 RF 1: {three[0] / one[0]:.2f}")
+            report(Row("produce 100 B, acks=1, RF 1", one[0], "records/s"))
+            report(
+                Row(
+                    "produce 100 B, acks=all, RF 3",
+                    three[0],
+                    "records/s",
+                    "acks=1 RF 1",
+                    one[0],
+                    ">= 0.5",
+                )
+            )
+
+            loopback = references.loopback_mib_s()
+            file_write = references.file_write_mib_s(tmp)
+            print(
+                f"references: loopback TCP {loopback:,.0f} MiB/s, file writes "
+                f"{file_write:,.0f} MiB/s"
+            )
             raw_one = trio.run(ingest, cluster, "rf1", 1)
             raw_three = trio.run(ingest, cluster, "rf3", -1)
             print(f"broker ingest, 1 MiB batches, acks=1   RF 1: {raw_one:7.1f} MiB/s")
             print(f"broker ingest, 1 MiB batches, acks=all RF 3: {raw_three:7.1f} MiB/s")
             print(f"acks=all RF 3 / acks=1 RF 1: {raw_three / raw_one:.2f}")
+            bound = min(loopback, file_write)
+            bound_name = "loopback" if loopback <= file_write else "file write"
+            report(
+                Row(
+                    "ingest 1 MiB batches, acks=1, RF 1",
+                    raw_one,
+                    "MiB/s",
+                    f"{bound_name} (the lower)",
+                    bound,
+                    ">= 0.5",
+                )
+            )
+            report(
+                Row(
+                    "ingest 1 MiB batches, acks=all, RF 3",
+                    raw_three,
+                    "MiB/s",
+                    "ingest RF 1",
+                    raw_one,
+                    ">= 0.3",
+                )
+            )
+
+            records, mib = trio.run(consume_all, bootstrap, "rf1", 3, RECORDS)
+            print(
+                f"consume from the beginning (library): {records:,.0f} records/s, {mib:.1f} MiB/s"
+            )
+            report(
+                Row(
+                    "consume from the beginning, library", records, "records/s", target=">= 1000000"
+                )
+            )
+            cli_rate = timed_cli_consume(cluster, "rf1", RECORDS)
+            printing = print_loop_rate(RECORDS, len(VALUE))
+            print(
+                f"consume from the beginning (CLI to /dev/null): {cli_rate:,.0f} records/s; "
+                f"a Python loop printing the same lines: {printing:,.0f}/s"
+            )
+            report(
+                Row(
+                    "consume from the beginning, CLI",
+                    cli_rate,
+                    "records/s",
+                    "python print loop",
+                    printing,
+                )
+            )
+
+            e2e = e2e_latency(cluster)
+            print(
+                f"end-to-end latency at {E2E_RATE:,} records/s, acks=all, RF 3: "
+                f"p50 {e2e['p50_ms']:.2f} ms, p99 {e2e['p99_ms']:.2f} ms, "
+                f"max {e2e['max_latency_ms']:.1f} ms"
+            )
+            report(
+                Row(
+                    f"e2e latency p50 at {E2E_RATE:,}/s, acks=all, RF 3",
+                    e2e["p50_ms"],
+                    "ms",
+                    target="<= 2",
+                )
+            )
+            report(
+                Row(
+                    f"e2e latency p99 at {E2E_RATE:,}/s, acks=all, RF 3",
+                    e2e["p99_ms"],
+                    "ms",
+                    target="<= 10",
+                )
+            )
 
             # Controlled shutdown of the broker leading the most of 300 partitions.
             view = read_cluster(cluster.state.zookeeper_connect)
@@ -176,11 +426,43 @@ def main() -> None:
             cluster.start(f"broker-{broker}")
             time.sleep(5)  # let it rejoin the ISRs before the failover run
 
-            elapsed, metadata = trio.run(failover_time, cluster, bootstrap)
+            elapsed, metadata, victim = trio.run(failover_time, cluster, bootstrap)
             print(
                 f"SIGKILL of a leader -> first acks=all produce on the new leader: {elapsed:.2f} s "
                 f"(ZooKeeper session timeout {SESSION_MS / 1000:.0f} s; acked at offset "
                 f"{metadata.offset})"
+            )
+            report(
+                Row(
+                    "leader SIGKILL -> first acks=all produce on the new leader",
+                    elapsed,
+                    "s",
+                    "ZooKeeper session timeout + 0.5 s",
+                    SESSION_MS / 1000 + 0.5,
+                    "<= 1",
+                )
+            )
+            cluster.start(f"broker-{victim}")
+            time.sleep(5)
+
+            trio.run(create_topics, bootstrap, [NewTopic("thousand", MANY_PARTITIONS, 3)])
+            time.sleep(5)  # leaders elected, replicas caught up: idle
+            idle = broker_rss(cluster)
+            peak, rate = rss_under_load(cluster, "thousand")
+            print(
+                f"broker RSS with {MANY_PARTITIONS:,} more partitions: idle {idle:.1f} MB, "
+                f"peak under load {peak:.1f} MB (perf produce {rate:,.0f} records/s)"
+            )
+            report(
+                Row(f"broker RSS idle, +{MANY_PARTITIONS:,} partitions", idle, "MB", target="<= 60")
+            )
+            report(
+                Row(
+                    f"broker RSS under load, +{MANY_PARTITIONS:,} partitions",
+                    peak,
+                    "MB",
+                    target="<= 60",
+                )
             )
         finally:
             cluster.down(timeout_s=20)
