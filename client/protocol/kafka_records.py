@@ -77,7 +77,7 @@ from client.protocol.records import (
     TimestampType,
     _decompress,
     _known_codec,
-    _msgpack_entries,
+    msgpack_entries,
     pack_batch,
     validate_batch,
 )
@@ -315,7 +315,7 @@ def build_kafka_batch(
 
 def _converted(view: memoryview, header: BatchHeader) -> bytes:
     """The Tributary-format batch in `view` (CRC checked) re-encoded in Kafka's format."""
-    entries = _msgpack_entries(view, header)
+    entries = msgpack_entries(view, header)
     payload, first_delta = encode_kafka_payload(entries, header.attributes & _CODEC_MASK)
     return pack_batch(
         payload,

@@ -605,7 +605,7 @@ def _kafka():
     return kafka_records
 
 
-def _msgpack_entries(view: memoryview, header: BatchHeader) -> list:
+def msgpack_entries(view: memoryview, header: BatchHeader) -> list:
     """A Tributary-format batch's entries `[offset_delta, timestamp_delta, key, value,
     headers]` (headers as `[name, value]` lists)."""
     payload = _decompress(view, header)
@@ -627,7 +627,7 @@ def _entries(view: memoryview, header: BatchHeader) -> Sequence[Sequence]:
     """`(offset_delta, timestamp_delta, key, value, headers)` of each record, either format;
     the timestamp deltas are the records' own even under LogAppendTime."""
     if header.attributes & ATTR_MSGPACK_PAYLOAD:
-        return _msgpack_entries(view, header)
+        return msgpack_entries(view, header)
     return _kafka().kafka_entries(view, header)
 
 
@@ -641,7 +641,7 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[DecodedRecord]
     header = read_header(view)
     if not header.attributes & ATTR_MSGPACK_PAYLOAD:
         return _kafka().decode_kafka_records(view, header)
-    entries = _msgpack_entries(view, header)
+    entries = msgpack_entries(view, header)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
