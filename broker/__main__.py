@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from server_common.server_main import add_server_arguments, run_server
+from server_common.server_main import add_server_arguments, keep_test_libraries_out, run_server
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,6 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    keep_test_libraries_out()  # before the imports below
     from broker.config import BrokerConfig
     from broker.server import run_broker
 

@@ -156,6 +156,7 @@ class LogScrubber:
         self._last = None
         self._pass_started = 0.0
         self._last_checkpoint = 0.0
+        self._written: dict[TopicPartition, int] | None = None  # what the file holds
         self._step_down_asked: dict[TopicPartition, float] = {}
         self._leading_since: dict[TopicPartition, tuple[int, float]] = {}  # (epoch, when)
         self._repair_wakeup = trio.Event()
@@ -274,8 +275,11 @@ class LogScrubber:
         for tp, reports in self.pending.items():  # never past damage not yet repaired
             for report in reports:
                 positions[tp] = min(positions.get(tp, 0), report.range.first_offset)
+        if positions == self._written:
+            return  # unchanged: no write (each one is an fsync on the event loop)
         try:
             self.log_manager.write_scrub_positions(positions)
+            self._written = positions
         except OSError as exc:
             log.error("writing the scrub checkpoint failed: %s", exc)
 
