@@ -10,9 +10,14 @@ How it works (Kafka 2.8's KafkaConsumer):
   their leader (-2 earliest, -1 latest); partitions with a position and nothing buffered
   are fetched, one long-poll Fetch per leader broker at a time (`fetch_min_bytes`,
   `fetch_max_wait_ms`, `max_partition_fetch_bytes`, `fetch_max_bytes`), each partition
-  naming the leader epoch from metadata (KIP-320). It sleeps until woken by a poll, a
-  seek, an answer or fresh metadata.
+  naming the leader epoch from metadata (KIP-320). A partition is also fetched *ahead*
+  while one answer's records are still buffered (from where that answer ended; at most
+  one answer ahead), so the broker works on the next chunk while poll() hands out this
+  one; an answer fetched ahead that fails is dropped and the error met again, and
+  handled, once the buffer has drained. It sleeps until woken by a poll, a seek, an
+  answer or fresh metadata.
 - An answer's record batches come whole, so records below the position are skipped.
+  Records are built in one pass over a batch's unpacked entries (`_native_records`).
   With `check_crcs` (Kafka's check.crcs, on by default) every batch at or above the
   position has its CRC-32C checked before it is decoded: the records of the batches
   before a damaged one are handed out, then `poll()` raises `CorruptBatchError` (a
@@ -193,6 +198,7 @@ class _PartitionState:
         "buffer_index",
         "consumed",
         "error",
+        "fetches_buffered",
         "fetching",
         "generation",
         "high_watermark",
@@ -215,6 +221,7 @@ class _PartitionState:
         self.buffer: list[ConsumerRecord] = []
         self.buffer_index = 0
         self.next_fetch_offset: int | None = None  # where the buffered fetch ended
+        self.fetches_buffered = 0  # fetch answers in the buffer (at most 2: one ahead)
         self.backoff_until_ms = -math.inf
         self.error: BaseException | None = None
         self.high_watermark = -1
@@ -227,6 +234,20 @@ class _PartitionState:
         self.buffer = []
         self.buffer_index = 0
         self.next_fetch_offset = None
+        self.fetches_buffered = 0
+
+    @property
+    def wants_fetch(self) -> bool:
+        """Nothing buffered, or one fetch's records buffered and none fetched ahead yet:
+        the next fetch goes out while poll() hands those out (one fetch ahead)."""
+        return not self.buffered or (
+            self.fetches_buffered == 1 and self.next_fetch_offset is not None
+        )
+
+    @property
+    def fetch_offset(self) -> int | None:
+        """Where the next fetch starts: after the buffered records, else the position."""
+        return self.next_fetch_offset if self.buffered else self.position
 
     @property
     def buffered(self) -> int:
@@ -799,7 +820,7 @@ class Consumer:
                     continue  # going away, or waiting for the group's committed offset
                 if state.position is None and state.reset is None:
                     continue
-                if state.position is not None and state.buffered:
+                if state.position is not None and not state.wants_fetch:
                     continue
                 if state.backoff_until_ms > now:
                     next_wake = min(next_wake, state.backoff_until_ms)
@@ -856,16 +877,17 @@ class Consumer:
         topics: dict[str, list[m.FetchPartition]] = {}
         for tp in tps:
             state = self._states[tp]
-            assert state.position is not None
+            offset = state.fetch_offset
+            assert offset is not None
             info = cluster.partition(tp)
             epoch = info.leader_epoch if info is not None else -1
-            sent[tp] = (state, state.generation, state.position)
+            sent[tp] = (state, state.generation, offset)
             state.fetching = True
             topics.setdefault(tp.topic, []).append(
                 m.FetchPartition(
                     partition=tp.partition,
                     current_leader_epoch=epoch,
-                    fetch_offset=state.position,
+                    fetch_offset=offset,
                     partition_max_bytes=self.max_partition_fetch_bytes,
                 )
             )
@@ -938,8 +960,14 @@ class Consumer:
         node: int = -1,
     ) -> bool:
         """Buffer one partition's answer; True if poll() has something new (records or
-        an error to raise)."""
+        an error to raise). An answer fetched ahead (records still buffered) is appended
+        to the buffer; if it failed it is dropped, and the error comes again, and is
+        handled, when the buffer has drained and the same offset is fetched."""
         code = ErrorCode.from_code(part.error_code)
+        ahead = state.buffered > 0
+        if ahead and code is not ErrorCode.NONE:
+            self._back_off(state, code)
+            return False
         if code is ErrorCode.NONE:
             state.high_watermark = part.high_watermark
             state.log_start_offset = part.log_start_offset
@@ -955,12 +983,21 @@ class Consumer:
                 )
                 return True
             if corrupt is not None and not records:
+                if ahead:  # raised once the records before it are handed out
+                    self._back_off(state, None)
+                    return False
                 log.error("%s", corrupt)
                 state.error = corrupt
                 return True
+            if ahead:
+                state.buffer.extend(records)
+                state.next_fetch_offset = max(offset, next_offset)
+                state.fetches_buffered += 1
+                return bool(records)
             state.buffer = records
             state.buffer_index = 0
             state.next_fetch_offset = next_offset
+            state.fetches_buffered = 1
             if not records:  # everything was below the position: skip ahead
                 state.position = max(offset, next_offset)
                 state.clear_buffer()

@@ -295,3 +295,28 @@ def test_bad_settings_are_refused():
 
     with pytest.raises(ValueError, match="auto_offset_reset"):
         Consumer(None, "h:1", auto_offset_reset="smallest")  # type: ignore[arg-type]
+
+
+async def test_fetching_ahead_hands_out_every_record_once_in_order_across_seeks(autojump_clock):
+    """The consumer fetches the next chunk while poll() hands out the buffered one: with
+    small fetches and small polls, every record still comes out once, in order, and a
+    seek drops whatever was fetched ahead of it."""
+    async with open_test_cluster(topics={"t": 1}) as cluster:
+        await fill(cluster, T0, 300, per_batch=7)
+        async with open_consumer(
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=200,  # about one batch per fetch
+            max_poll_records=5,
+        ) as consumer:
+            consumer.assign([T0])
+            first = await poll_until(consumer, 100)
+            consumer.seek(T0, 50)  # while a fetch ahead is buffered or in flight
+            rest = []
+            with trio.fail_after(30):
+                while not rest or rest[-1].offset < 299:
+                    rest += await consumer.poll(1000)
+        assert [r.offset for r in first] == list(range(len(first)))
+        assert [r.offset for r in rest] == list(range(50, 300))
+        assert [r.value for r in rest] == [str(i).encode() for i in range(50, 300)]
