@@ -161,7 +161,7 @@ class RecordWriter:
         self.binary = getattr(self.text, "buffer", None)
 
     def write(self, records: Iterable[ConsumerRecord]) -> None:
-        data = b"".join(self.formatter.render(r) for r in records)
+        data = self.formatter.render_all(records)
         if self.binary is not None:
             self.binary.write(data)
         else:
@@ -183,7 +183,11 @@ def _consume(args: argparse.Namespace) -> int:
         nonlocal count
         reset = start if isinstance(start, str) else LATEST
         options = client_options(args)
-        async with open_consumer(bootstrap, auto_offset_reset=reset, **options) as consumer:
+        # Polls of up to 5,000 records: one write and flush each (poll returns what is
+        # there, so a record typed into a producer still shows at once).
+        async with open_consumer(
+            bootstrap, auto_offset_reset=reset, max_poll_records=5_000, **options
+        ) as consumer:
             partitions = await consumer.partitions_for(args.topic)
             if args.partition is not None:
                 if args.partition not in partitions:

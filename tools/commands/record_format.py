@@ -86,6 +86,24 @@ class RecordFormatter:
         self.headers_separator = props["headers.separator"].encode()
         self.null = props["null.literal"].encode()
 
+    def render_all(self, records: Iterable[Any]) -> bytes:
+        """Every record rendered, concatenated. The default layout (values only, text or
+        raw) takes a fast path: one join, and text values decoded only when not ASCII."""
+        if self.flags != {"value"} or self.format not in ("text", "raw"):
+            return b"".join(map(self.render, records))
+        null = self.null
+        if self.format == "raw":
+            values = [null if (v := r.value) is None else v for r in records]
+        else:
+            values = [
+                null if (v := r.value) is None else v if v.isascii() else self._bytes(v, True)
+                for r in records
+            ]
+        if not values:
+            return b""
+        separator = self.line_separator
+        return separator.join(values) + separator
+
     def render(self, record: Any) -> bytes:
         if self.format in ("json", "base64"):
             return json.dumps(self._object(record)).encode() + b"\n"
