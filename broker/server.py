@@ -174,11 +174,7 @@ class BrokerServer:
             self.gateway,
             self.metadata_cache,
             self.metadata_changes,
-            topic_defaults=TopicDefaults(
-                num_partitions=self.config["num.partitions"],
-                replication_factor=self.config["default.replication.factor"],
-                delete_topic_enable=self.config["delete.topic.enable"],
-            ),
+            topic_defaults=TopicDefaults.from_config(self.config),
             default_log_config=self.topic_configs.default,
         )
         self.groups = GroupService(

@@ -236,6 +236,29 @@ class BrokerZkGateway:
             return False
         return True
 
+    async def topic_assignment_and_version(
+        self, topic: str
+    ) -> tuple[zkdata.TopicAssignment, int] | None:
+        """The topic znode's assignment and version (for a conditional update), or None."""
+        result = await self.zk.get_or_none(zkdata.topic_path(topic))
+        if result is None:
+            return None
+        return zkdata.TopicAssignment.decode(topic, result[0]), result[1].version
+
+    async def add_partitions(
+        self, assignment: zkdata.TopicAssignment, expected_version: int
+    ) -> bool:
+        """Write the topic znode with partitions added (Kafka's AdminZkClient
+        createPartitions: the controller's watch on the znode does the rest). A
+        conditional set: False if the znode changed since it was read."""
+        try:
+            await self.zk.set(
+                zkdata.topic_path(assignment.topic), assignment.encode(), expected_version
+            )
+        except (BadVersionError, NoNodeError):
+            return False
+        return True
+
     async def mark_topic_for_deletion(self, topic: str) -> None:
         try:
             await self.zk.create(zkdata.delete_topic_path(topic), b"", makepath=True)
