@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.core.replica_manager import ReplicationConfig
+from server_common.jsonl import ROTATION_CONFIG_KEYS
 from server_common.properties import (
     REQUIRED,
     ConfigDef,
@@ -156,6 +157,7 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey(
             "metrics.snapshot.interval.ms", "int", 10_000, "JSON-lines metrics snapshot period"
         ),
+        *ROTATION_CONFIG_KEYS,
         # -- log cleaner (compaction) ---------------------------------------------------
         ConfigKey("log.cleaner.enable", "bool", True, "run the log cleaner for compact topics"),
         ConfigKey(

@@ -204,6 +204,18 @@ class BrokerZkGateway:
                 log.warning("ignoring a bad config change notification: %s", exc)
         return entities
 
+    async def delete_config_changes(self, names: list[str]) -> int:
+        """Delete the named /config/changes children (ones already gone are skipped);
+        returns how many this call deleted."""
+        deleted = 0
+        for name in names:
+            try:
+                await self.zk.delete(f"{zkdata.CONFIG_CHANGES}/{name}")
+                deleted += 1
+            except NoNodeError:
+                pass  # another broker purged it first
+        return deleted
+
     async def watch_config_changes(self):
         """A channel of /config/changes' child lists, now and on every change."""
         return await self.zk.watch_children(zkdata.CONFIG_CHANGES)

@@ -3,7 +3,8 @@ three brokers): `topics alter --partitions N` (CreatePartitions: the controller 
 the added partitions online, a running producer sees them after a metadata refresh and
 a consumer reads them) and `delete-records --offset-json-file` (DeleteRecords: the log
 start offset moves on the leader and its followers, earliest offsets and fetches follow
-it, segments below it are deleted, and it survives a restart).
+it, segments below it are deleted, and it survives a restart). The brokers' and the
+controller's JSON-lines files rotate at the configured `jsonl.file.max.bytes`.
 
 One cluster serves the module; the tests run in file order and leave every broker up.
 """
@@ -42,8 +43,10 @@ def cluster(tmp_path_factory):
             **TEST_BROKER_SETTINGS,
             "log.retention.check.interval.ms": 300,
             "log.flush.offset.checkpoint.interval.ms": 1000,
+            "jsonl.file.max.bytes": 4096,
+            "metrics.snapshot.interval.ms": 100,
         },
-        controller_overrides=TEST_CONTROLLER_SETTINGS,
+        controller_overrides={**TEST_CONTROLLER_SETTINGS, "jsonl.file.max.bytes": 2048},
     )
     try:
         cluster.up(timeout_s=60)
@@ -281,3 +284,21 @@ def test_delete_records_input_errors_are_one_line(cluster, tmp_path):
         check=False,
     )
     assert code == 1 and "partition: nope-0\terror:" in out
+
+
+def test_jsonl_files_rotate_at_the_configured_size(cluster):
+    broker_dir = Path(cluster.process("broker-1").data_dir)
+    wait_until(lambda: (broker_dir / "metrics.jsonl.1").exists(), 20)
+    controller = next(p for p in cluster.state.processes if p.role == "controller")
+    controller_dir = Path(controller.data_dir)
+    wait_until(lambda: (controller_dir / "controller-events.jsonl.1").exists(), 20)
+    for directory, name, limit in (
+        (broker_dir, "metrics.jsonl", 4096),
+        (controller_dir, "controller-events.jsonl", 2048),
+    ):
+        rotated = sorted(directory.glob(name + ".*"))
+        assert 1 <= len(rotated) <= 3  # jsonl.file.backups: 3
+        for path in rotated:
+            lines = path.read_text().splitlines()
+            assert lines and all(json.loads(line) for line in lines)
+            assert path.stat().st_size < limit + max(len(line) + 1 for line in lines)
