@@ -4,17 +4,27 @@ the added partitions online, a running producer sees them after a metadata refre
 a consumer reads them) and `delete-records --offset-json-file` (DeleteRecords: the log
 start offset moves on the leader and its followers, earliest offsets and fetches follow
 it, segments below it are deleted, and it survives a restart). The brokers' and the
-controller's JSON-lines files rotate at the configured `jsonl.file.max.bytes`.
+controller's JSON-lines files rotate at the configured `jsonl.file.max.bytes`. Ctrl-C: every
+long-running command exits 130 soon after SIGINT: `produce` typed into a terminal (a
+pseudo-terminal whose ^C the line discipline turns into SIGINT), `cluster watch` on a
+terminal, and commands waiting on a partition that has no leader (produce waiting for
+deliveries, consume, get-offsets, groups reset-offsets, leaders elect-preferred). The bound on the
+wait for the exit is generous: it only keeps a hung command from hanging the suite.
 
 One cluster serves the module; the tests run in file order and leave every broker up.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import signal
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -302,3 +312,117 @@ def test_jsonl_files_rotate_at_the_configured_size(cluster):
             lines = path.read_text().splitlines()
             assert lines and all(json.loads(line) for line in lines)
             assert path.stat().st_size < limit + max(len(line) + 1 for line in lines)
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------
+
+EXIT_WAIT_S = 20  # generous: a command that ignores Ctrl-C fails here instead of hanging
+
+
+def _env(cluster) -> dict:
+    return {**os.environ, "TRIBUTARY_CLUSTER_DIR": str(cluster.directory)}
+
+
+def _on_a_terminal(cluster, *args):
+    """Start the CLI with a new pseudo-terminal as its controlling terminal and stdin;
+    returns (process, the terminal's master fd)."""
+    master, slave = pty.openpty()
+
+    def take_terminal() -> None:  # runs in the child after setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tools", *args],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(cluster),
+        start_new_session=True,
+        preexec_fn=take_terminal,
+    )
+    os.close(slave)
+    return process, master
+
+
+def _wait_exit(process) -> tuple[int, str, str]:
+    try:
+        out, err = process.communicate(timeout=EXIT_WAIT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return process.returncode, out.decode(), err.decode()
+
+
+def test_produce_typed_into_a_terminal_exits_130_on_ctrl_c(cluster):
+    cli(cluster, "topics", "create", "typed", "--partitions", "1", "--replication-factor", "2")
+    process, master = _on_a_terminal(cluster, "produce", "typed", "--acks", "all", "--report")
+    try:
+        os.write(master, b"hello\n")
+        line = process.stdout.readline().decode()
+        assert '"value": "hello"' in line, line  # delivered: the command is running
+        os.write(master, b"\x03")  # ^C: the terminal sends SIGINT to its foreground group
+        code, _, err = _wait_exit(process)
+    finally:
+        os.close(master)
+    assert code == 130, err
+    assert "interrupted: produced 1 record(s) to typed, 0 read but not delivered" in err
+    assert "Traceback" not in err
+
+
+def test_cluster_watch_on_a_terminal_exits_130_on_ctrl_c(cluster):
+    process, master = _on_a_terminal(
+        cluster, "cluster", "watch", "--interval", "0.5", "--no-groups"
+    )
+    try:
+        time.sleep(3)  # a few frames
+        os.write(master, b"\x03")
+        code, _, err = _wait_exit(process)
+    finally:
+        os.close(master)
+    assert code == 130 and "Traceback" not in err, err
+
+
+def _interrupted(cluster, *args, stdin: bytes | None = None, after_s: float = 3.0):
+    """Run a command, SIGINT it after `after_s` (it must still be waiting then): (exit
+    code, stdout, stderr)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tools", *args],
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(cluster),
+    )
+    if stdin is not None:
+        process.stdin.write(stdin)
+        process.stdin.close()
+        process.stdin = None  # communicate() must not flush it again
+    time.sleep(after_s)
+    assert process.poll() is None, (args, process.communicate())
+    process.send_signal(signal.SIGINT)
+    return _wait_exit(process)
+
+
+def test_commands_waiting_on_a_leaderless_partition_exit_130_on_ctrl_c(cluster):
+    cli(cluster, "topics", "create", "lonely", "--replica-assignment", "3")
+    _produce(cluster, "lonely", 0, 3)
+    cluster.stop("broker-3")  # the only replica: the partition goes offline
+    try:
+        wait_until(lambda: partition_state(cluster, "lonely", 0).leader == -1, 30)
+        code, _, err = _interrupted(cluster, "produce", "lonely", "--acks", "all", stdin=b"waits\n")
+        assert code == 130, err
+        assert "1 read but not delivered" in err, err
+        for args in (
+            ("consume", "lonely", "--from-beginning"),
+            ("get-offsets", "--topic", "lonely"),
+            (
+                "groups", "reset-offsets", "g-lonely", "--topic", "lonely",
+                "--to-earliest", "--execute",
+            ),
+            ("leaders", "elect-preferred", "--topic", "lonely"),
+        ):  # fmt: skip
+            code, _, err = _interrupted(cluster, *args)
+            assert code == 130, (args, err)
+            assert "Traceback" not in err, (args, err)
+    finally:
+        cluster.start("broker-3")
