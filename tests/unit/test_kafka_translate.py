@@ -1134,3 +1134,37 @@ async def test_aiokafka_consumer_group_commits():
         values, committed = await in_thread(lambda: asyncio.run(asyncio.wait_for(consume(), 60)))
         assert values == [b"v0", b"v1", b"v2", b"v3"]
         assert committed == 4
+
+
+async def test_kafka_python_admin_adds_partitions_and_deletes_records():
+    kafka = pytest.importorskip("kafka")
+    kafka_admin = pytest.importorskip("kafka.admin")
+    errors = pytest.importorskip("kafka.errors")
+
+    async with kafka_cluster(2, topics={"kp-g": 1}) as cluster:
+        await cluster.append(("kp-g", 0), *(f"v{i}".encode() for i in range(6)))
+        bootstrap = kafka_bootstrap(cluster)
+
+        def grow_and_trim() -> dict[str, Any]:
+            admin = kafka_admin.KafkaAdminClient(
+                bootstrap_servers=bootstrap, client_id="kp-admin", request_timeout_ms=20_000
+            )
+            out: dict[str, Any] = {}
+            try:
+                admin.create_partitions({"kp-g": 3})
+                try:
+                    admin.create_partitions({"kp-g": 2})
+                except errors.InvalidPartitionsError as exc:
+                    out["shrink"] = exc
+                out["deleted"] = admin.delete_records({kafka.TopicPartition("kp-g", 0): 4})
+            finally:
+                admin.close()
+            return out
+
+        out = await in_thread(grow_and_trim)
+        assert "which is higher than the requested 2" in str(out["shrink"])
+        (result,) = out["deleted"].values()
+        assert result["low_watermark"] == 4, out["deleted"]
+        for p in (1, 2):  # the added partitions have leaders
+            assert cluster.partition(("kp-g", p)).leader in (1, 2)
+        assert cluster.values(("kp-g", 0))[:1] == [b"v4"]
