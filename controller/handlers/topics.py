@@ -105,7 +105,12 @@ async def watch_topics(active: ActiveController, topics: list[str]) -> None:
             continue
         ctx.add_partitions(topic, new)
         added += [TopicPartition(topic, p) for p in sorted(new)]
-        active.events.record("partitions_added", topic=topic, partitions=sorted(new))
+        active.events.record(
+            "partitions_added",
+            topic=topic,
+            partitions=len(ctx.partitions_of(topic)),  # the new count, as topic_created's
+            added=len(new),
+        )
     if not added:
         return
     for tp, state in (await active.store.read_states(added)).items():

@@ -148,6 +148,16 @@ def test_topics_alter_adds_partitions_that_receive_records(cluster):
     assert set(sent) == set(range(6))
     assert got[4] == [b"to-4"] and got[5] == [b"to-5"]
     assert got[3] == [b"before", b"to-3"]
+    # kafka-topics' --replica-assignment lists every partition; only the added ones count.
+    layout = ",".join(["1:2"] * 6 + ["3:1"])
+    cli(cluster, "topics", "alter", "grow", "--partitions", "7", "--replica-assignment", layout)
+    state = wait_until(lambda: partition_state(cluster, "grow", 6), 20)
+    assert state.replicas == (3, 1) and state.leader == 3
+    code, _, err = cli(
+        cluster, "topics", "alter", "grow", "--partitions", "8", "--replica-assignment",
+        layout + ",9:1", check=False,
+    )  # fmt: skip
+    assert code == 1 and "Unknown broker(s) in replica assignment: [9]." in err, err
 
 
 # --- delete-records --------------------------------------------------------------------

@@ -369,6 +369,11 @@ def _describe_logged(record: dict) -> str:
         return f"broker {record.get('broker')} {kind.split('_', 1)[1]}"
     if kind in ("topic_created", "topic_deleted"):
         return f"topic {record.get('topic')} {kind.split('_', 1)[1]}"
+    if kind == "partitions_added":
+        return (
+            f"topic {record.get('topic')}: {record.get('added')} partition(s) added "
+            f"({record.get('partitions')} now)"
+        )
     detail = {k: v for k, v in record.items() if k not in ("ts", "controller", "epoch", "event")}
     return f"controller {record.get('controller')}: {kind}" + (f" {detail}" if detail else "")
 
