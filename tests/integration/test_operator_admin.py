@@ -104,6 +104,10 @@ def test_topics_alter_refuses_a_count_that_does_not_grow(cluster):
     )
     assert code == 1 and "topic 'nope' does not exist" in err
     assert err.count("\n") == 1 and "Traceback" not in err
+    code, _, err = cli(
+        cluster, "topics", "alter", "__consumer_offsets", "--partitions", "60", check=False
+    )
+    assert code == 2 and "internal topics __consumer_offsets cannot be changed" in err
 
 
 def test_topics_alter_adds_partitions_that_receive_records(cluster):

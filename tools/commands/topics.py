@@ -110,6 +110,9 @@ def register(subparsers) -> None:
     delete.set_defaults(handler=_delete)
 
 
+INTERNAL_TOPICS = ("__consumer_offsets",)
+
+
 def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     """Kafka's `--replica-assignment 1:2,2:3`: partition i gets the i-th group."""
     assignment: dict[int, list[int]] = {}
@@ -278,6 +281,12 @@ def _alter(args: argparse.Namespace) -> int:
     name = args.name or args.topic_option
     if name is None:
         raise CliError("topics alter: name the topic (NAME or --topic)", exit_code=2)
+    if name in INTERNAL_TOPICS:  # as kafka-topics refuses it: groups map onto its partitions
+        raise CliError(
+            f"The number of partitions for the internal topics {', '.join(INTERNAL_TOPICS)} "
+            "cannot be changed.",
+            exit_code=2,
+        )
     assignment = None
     if args.replica_assignment is not None:
         given = parse_replica_assignment(args.replica_assignment)
