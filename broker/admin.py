@@ -5,7 +5,11 @@ against the live brokers in /brokers/ids, configs against the topic config names
 given assignment), computes the assignment (`core/assignment.py`), writes
 /config/topics/<t> and then /brokers/topics/<t>; the controller does the rest. The
 response waits (up to the request's timeout) until this broker's metadata cache shows
-every partition with a leader, so a client can produce right after. DeleteTopics marks
+every partition with a leader, so a client can produce right after. CreatePartitions
+extends /brokers/topics/<t> with a conditional set (the controller watches each topic
+znode and brings new partitions online) and waits the same way. Partition counts and
+replication factors are checked against the limits (`core/partition_limits.py`) before
+any assignment is built. DeleteTopics marks
 /admin/delete_topics/<t> and waits for the topic to leave the metadata. ElectLeaders
 and AlterPartitionReassignments write the /admin znodes the controller watches. All of
 it goes through the broker's ZooKeeper gateway; the waits watch the metadata cache.
@@ -22,11 +26,13 @@ from broker.core.assignment import AssignmentError, assign_replicas, validate_as
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
 from broker.core.metadata_cache import MetadataCache
+from broker.core.partition_limits import LimitProblem, PartitionBudget, PartitionLimits
 from broker.metadata_changes import MetadataChanges
 from broker.zk_gateway import BrokerZkGateway
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition, topic_name_problem
+from server_common import zkdata
 from server_common.network import error_answer
 
 log = logging.getLogger(__name__)
@@ -51,11 +57,26 @@ class TopicProblem(Exception):
 
 @dataclass(frozen=True)
 class TopicDefaults:
-    """The broker settings CreateTopics and DeleteTopics apply (Kafka's names)."""
+    """The broker settings CreateTopics, CreatePartitions and DeleteTopics apply (Kafka's
+    names; the partition limits are KIP-578's, plus one of Tributary's own)."""
 
     num_partitions: int = 1  # num.partitions
     replication_factor: int = 1  # default.replication.factor
     delete_topic_enable: bool = True  # delete.topic.enable
+    max_partitions_per_request: int = 10_000  # max.partitions.per.request
+    max_broker_partitions: int = 4_000  # max.broker.partitions (KIP-578)
+    max_partitions: int = 200_000  # max.partitions (KIP-578)
+
+    @classmethod
+    def from_config(cls, config) -> TopicDefaults:
+        return cls(
+            num_partitions=config["num.partitions"],
+            replication_factor=config["default.replication.factor"],
+            delete_topic_enable=config["delete.topic.enable"],
+            max_partitions_per_request=config["max.partitions.per.request"],
+            max_broker_partitions=config["max.broker.partitions"],
+            max_partitions=config["max.partitions"],
+        )
 
 
 class AdminHandlers:
@@ -80,6 +101,7 @@ class AdminHandlers:
         results: dict[str, m.CreateTopicsResponseTopic] = {}
         created: dict[str, int] = {}
         names = [t.name for t in request.topics]
+        budget = self._partition_budget()
         for topic in request.topics:
             if names.count(topic.name) > 1:
                 results[topic.name] = _create_result(
@@ -87,7 +109,8 @@ class AdminHandlers:
                 )
                 continue
             try:
-                assignment, config = await self._plan_topic(topic, live)
+                assignment, config = await self._plan_topic(topic, live, budget)
+                budget.take(assignment)
                 if not request.validate_only:
                     await self._write_topic(topic.name, assignment, config)
                     created[topic.name] = len(assignment)
@@ -127,8 +150,20 @@ class AdminHandlers:
                         )
         return m.CreateTopicsResponse(throttle_time_ms=0, topics=list(results.values()))
 
+    def _partition_budget(self) -> PartitionBudget:
+        """The partition limits, against what the cluster holds now (this broker's view)."""
+        d = self.topic_defaults
+        limits = PartitionLimits(
+            max_partitions_per_request=d.max_partitions_per_request,
+            max_partitions=d.max_partitions,
+            max_broker_partitions=d.max_broker_partitions,
+        )
+        return PartitionBudget.of_cluster(
+            limits, (state.replicas for _, state in self.cache.all_partitions())
+        )
+
     async def _plan_topic(
-        self, topic: m.CreateTopicsTopic, live: set[int]
+        self, topic: m.CreateTopicsTopic, live: set[int], budget: PartitionBudget
     ) -> tuple[dict[int, list[int]], dict[str, str]]:
         if (problem := topic_name_problem(topic.name)) is not None:
             raise TopicProblem(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -150,7 +185,7 @@ class AdminHandlers:
             log_config = LogConfig.from_properties(config, defaults)
         except ConfigError as exc:
             raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        assignment, config = self._assign(topic, live, config)
+        assignment, config = self._assign(topic, live, config, budget)
         if "min.insync.replicas" in config:
             rf = min(len(replicas) for replicas in assignment.values())
             if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
@@ -158,7 +193,11 @@ class AdminHandlers:
         return assignment, config
 
     def _assign(
-        self, topic: m.CreateTopicsTopic, live: set[int], config: dict[str, str]
+        self,
+        topic: m.CreateTopicsTopic,
+        live: set[int],
+        config: dict[str, str],
+        budget: PartitionBudget,
     ) -> tuple[dict[int, list[int]], dict[str, str]]:
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -167,8 +206,10 @@ class AdminHandlers:
                     "give either an assignment or partitions and replication factor",
                 )
             assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            _raise_limit(budget.problem_before_assignment(len(assignment), 0, ()))
             if (problem := validate_assignment(assignment, live)) is not None:
                 raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+            _raise_limit(budget.problem_after_assignment(assignment))
             return assignment, config
         partitions = topic.num_partitions
         if partitions == -1:
@@ -187,16 +228,163 @@ class AdminHandlers:
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"replication factor {rf} is larger than the {len(live)} live broker(s)",
             )
+        # Every bound is checked before the assignment is built (a request may ask for
+        # 2^31-1 partitions): see core/partition_limits.py.
+        _raise_limit(budget.problem_before_assignment(partitions, rf, sorted(live)))
         try:
-            return assign_replicas(partitions, rf, sorted(live)), config
+            assignment = assign_replicas(partitions, rf, sorted(live))
         except AssignmentError as exc:
             raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+        _raise_limit(budget.problem_after_assignment(assignment))
+        return assignment, config
 
     async def _write_topic(
         self, name: str, assignment: dict[int, list[int]], config: dict[str, str]
     ) -> None:
         if not await self.gateway.create_topic(name, assignment, config):
             raise TopicProblem(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+
+    # -- CreatePartitions ---------------------------------------------------------------
+    async def create_partitions(
+        self, request: m.CreatePartitionsRequest
+    ) -> m.CreatePartitionsResponse:
+        """Add partitions to existing topics, as Kafka 2.8's ZkAdminManager does: check the
+        new count against the current one and the limits, assign the new partitions'
+        replicas (continuing the existing layout, or as given), write the extended
+        assignment to /brokers/topics/<t>; the controller notices the new partitions and
+        brings them online. The answer waits until this broker's metadata shows them all
+        with leaders (or the timeout)."""
+        live = await self.gateway.live_broker_ids()
+        budget = self._partition_budget()
+        names = [t.name for t in request.topics]
+        results: dict[str, tuple[ErrorCode, str | None]] = {}
+        added: dict[str, int] = {}
+        for topic in request.topics:
+            if names.count(topic.name) > 1:
+                results[topic.name] = (ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                continue
+            try:
+                count = await self._add_partitions(topic, live, budget, request.validate_only)
+                results[topic.name] = (ErrorCode.NONE, None)
+                if not request.validate_only:
+                    added[topic.name] = count
+            except TopicProblem as problem:
+                results[topic.name] = (problem.code, problem.message)
+        if added:
+            done = await self.metadata_changes.wait_for(
+                lambda: all(self.cache.has_leaders(t, n) for t, n in added.items()),
+                request.timeout_ms / 1000,
+            )
+            if not done:
+                for name, count in added.items():
+                    if not self.cache.has_leaders(name, count):
+                        results[name] = (
+                            ErrorCode.REQUEST_TIMED_OUT,
+                            "partitions added, but their leaders were not elected within the "
+                            "timeout",
+                        )
+        return m.CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[
+                m.CreatePartitionsResponseTopic(name=n, error_code=c, error_message=msg)
+                for n, (c, msg) in results.items()
+            ],
+        )
+
+    async def _add_partitions(
+        self,
+        topic: m.CreatePartitionsTopic,
+        live: set[int],
+        budget: PartitionBudget,
+        validate_only: bool,
+    ) -> int:
+        name = topic.name
+        found = await self.gateway.topic_assignment_and_version(name)
+        if found is None:
+            raise TopicProblem(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
+        current, version = found
+        if await self.gateway.topic_being_deleted(name):
+            raise TopicProblem(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"The topic '{name}' is queued for deletion."
+            )
+        if current.adding_replicas or current.removing_replicas:
+            raise TopicProblem(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, "A partition reassignment is in progress."
+            )
+        old = len(current.partitions)
+        if topic.count < old:
+            raise TopicProblem(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {old} partitions, which is higher than the requested "
+                f"{topic.count}.",
+            )
+        if topic.count == old:
+            raise TopicProblem(ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+        adding = topic.count - old
+        rf = len(current.partitions.get(0) or next(iter(current.partitions.values())))
+        if topic.assignments is not None:
+            if len(topic.assignments) != adding:
+                raise TopicProblem(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {adding} but "
+                    f"{len(topic.assignments)} assignments provided.",
+                )
+            _raise_limit(budget.problem_before_assignment(adding, 0, ()))
+            new = {old + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
+            for partition, replicas in new.items():
+                if len(replicas) != rf:
+                    raise TopicProblem(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Inconsistent replication factor between partitions, partition 0 has "
+                        f"{rf} while partition {partition} has {len(replicas)}.",
+                    )
+                if len(set(replicas)) != len(replicas):
+                    raise TopicProblem(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Duplicate brokers not allowed in replica assignment: {replicas} "
+                        f"for partition {partition}.",
+                    )
+                unknown = sorted(set(replicas) - live)
+                if unknown:
+                    raise TopicProblem(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unknown broker(s) in replica assignment: {unknown}.",
+                    )
+        else:
+            if rf > len(live):
+                raise TopicProblem(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                )
+            # Checked before the assignment is built (the count may be 2^31-1).
+            _raise_limit(budget.problem_before_assignment(adding, rf, sorted(live)))
+            brokers = sorted(live)
+            first = (current.partitions.get(0) or [brokers[0]])[0]
+            # Kafka continues the layout: the start index is where partition 0's first
+            # replica sits among the brokers, the partition ids follow the existing ones.
+            start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+            try:
+                new = assign_replicas(
+                    adding, rf, brokers, start_index=start, first_partition_id=old
+                )
+            except AssignmentError as exc:
+                raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+        _raise_limit(budget.problem_after_assignment(new))
+        budget.take(new)
+        if not validate_only:
+            extended = zkdata.TopicAssignment(
+                name, {**current.partitions, **{p: tuple(r) for p, r in new.items()}}
+            )
+            if not await self.gateway.add_partitions(extended, version):
+                raise TopicProblem(
+                    ErrorCode.INVALID_PARTITIONS,
+                    "the topic's assignment changed while partitions were being added (another "
+                    "CreatePartitions or a reassignment): describe it and retry",
+                )
+            log.info("topic %s: partitions %d..%d added: %s", name, old, topic.count - 1, new)
+        return topic.count
 
     # -- DeleteTopics -------------------------------------------------------------------
     async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
@@ -473,6 +661,12 @@ class AdminHandlers:
                 for name, parts in topics.items()
             ],
         )
+
+
+def _raise_limit(problem: LimitProblem | None) -> None:
+    if problem is not None:
+        code = ErrorCode.INVALID_PARTITIONS if problem.per_request else ErrorCode.POLICY_VIOLATION
+        raise TopicProblem(code, problem.message)
 
 
 def _create_result(

@@ -35,7 +35,7 @@ from broker.core.replica_manager import ReplicaManager
 from broker.log_cleaner import LogCleanerTask
 from broker.log_scrubber import LogScrubber
 from broker.zk_gateway import BrokerZkGateway
-from server_common.jsonl import JsonLinesFile
+from server_common.jsonl import Rotation
 from server_common.metrics import MetricsRegistry
 from server_common.zk import ZkError
 
@@ -69,11 +69,14 @@ class BackgroundTasks:
         intervals: Intervals,
         clock: Callable[[], int],
         metrics_path: Path,
+        *,
+        rotation: Rotation | None = None,
     ):
         self.broker_id = broker_id
         self.gateway = gateway
         self.metrics = metrics
         self.intervals = intervals
+        self.rotation = rotation or Rotation()
         self.now_ms = clock
         self.metrics_path = metrics_path
         self.replica_manager: ReplicaManager | None = None
@@ -186,7 +189,7 @@ class BackgroundTasks:
     async def metrics_snapshots(self) -> None:
         if self.intervals.metrics_snapshot_s <= 0:
             return
-        out = JsonLinesFile(self.metrics_path)
+        out = self.rotation.open(self.metrics_path)
         try:
             while True:
                 await trio.sleep(self.intervals.metrics_snapshot_s)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.core.replica_manager import ReplicationConfig
+from server_common.jsonl import ROTATION_CONFIG_KEYS
 from server_common.properties import (
     REQUIRED,
     ConfigDef,
@@ -69,6 +70,29 @@ BROKER_CONFIG = ConfigDef(
         ),
         ConfigKey("auto.create.topics.enable", "bool", False, "create topics on metadata requests"),
         ConfigKey("delete.topic.enable", "bool", True, "allow DeleteTopics"),
+        # Partition limits (KIP-578's names, plus the per-request one), checked by
+        # CreateTopics and CreatePartitions before anything is allocated.
+        ConfigKey(
+            "max.partitions.per.request",
+            "int",
+            10_000,
+            "most partitions one CreateTopics/CreatePartitions request may add",
+            at_least(1),
+        ),
+        ConfigKey(
+            "max.broker.partitions",
+            "int",
+            4_000,
+            "most partition replicas a broker may hold (new topics and partitions only)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "max.partitions",
+            "int",
+            200_000,
+            "most partitions in the cluster (new topics and partitions only)",
+            at_least(1),
+        ),
         ConfigKey("message.max.bytes", "int", 1_048_588, "largest record batch", at_least(0)),
         ConfigKey(
             "socket.request.max.bytes", "int", 104_857_600, "largest request frame", at_least(1024)
@@ -133,6 +157,7 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey(
             "metrics.snapshot.interval.ms", "int", 10_000, "JSON-lines metrics snapshot period"
         ),
+        *ROTATION_CONFIG_KEYS,
         # -- log cleaner (compaction) ---------------------------------------------------
         ConfigKey("log.cleaner.enable", "bool", True, "run the log cleaner for compact topics"),
         ConfigKey(

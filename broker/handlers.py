@@ -77,6 +77,7 @@ class RequestHandlers:
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
+            ApiKey.DELETE_RECORDS: self.delete_records,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             ApiKey.LEADER_AND_ISR: self.leader_and_isr,
             ApiKey.UPDATE_METADATA: self.update_metadata,
@@ -85,6 +86,7 @@ class RequestHandlers:
             ApiKey.VERIFY_LOG_DIRS: self.verify_log_dirs,
             ApiKey.CREATE_TOPICS: admin.create_topics,
             ApiKey.DELETE_TOPICS: admin.delete_topics,
+            ApiKey.CREATE_PARTITIONS: admin.create_partitions,
             ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.ELECT_LEADERS: admin.elect_leaders,
@@ -189,6 +191,41 @@ class RequestHandlers:
             timeout_ms=request.timeout_ms,
             entries=entries,
             respond=respond,
+        )
+        return reply
+
+    # -- DeleteRecords ----------------------------------------------------------------
+    async def delete_records(self, request: m.DeleteRecordsRequest) -> Any:
+        """The leader moves each partition's log start offset; the answer waits until the
+        in-sync followers have too (core/delayed_delete_records.py)."""
+        offsets: dict[TopicPartition, int] = {}
+        for topic in request.topics:
+            for part in topic.partitions:
+                offsets[TopicPartition(topic.name, part.partition_index)] = part.offset
+        reply = Reply()
+
+        def respond(results) -> None:
+            by_topic: dict[str, list[m.DeleteRecordsResponsePartition]] = {}
+            for tp, result in results.items():
+                by_topic.setdefault(tp.topic, []).append(
+                    m.DeleteRecordsResponsePartition(
+                        partition_index=tp.partition,
+                        low_watermark=result.low_watermark,
+                        error_code=self._not_hosted_code(tp, result.error_code),
+                    )
+                )
+            reply.set(
+                m.DeleteRecordsResponse(
+                    throttle_time_ms=0,
+                    topics=[
+                        m.DeleteRecordsResponseTopic(name=name, partitions=parts)
+                        for name, parts in by_topic.items()
+                    ],
+                )
+            )
+
+        self.rm.delete_records(
+            self.now_ms(), timeout_ms=request.timeout_ms, offsets=offsets, respond=respond
         )
         return reply
 

@@ -59,7 +59,7 @@ from broker.registration import BrokerIdentity, Registration
 from broker.topic_configs import TopicConfigs
 from broker.zk_gateway import BrokerZkGateway
 from server_common import zkdata
-from server_common.jsonl import JsonLinesFile, wall_clock_ms
+from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms
 from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
@@ -113,6 +113,7 @@ class BrokerServer:
             _intervals(config),
             self.now_ms,
             config.log_dir / "metrics.jsonl",
+            rotation=Rotation.from_config(config),
         )
         self.registration = Registration(
             self.gateway, self.identity, self._registration, self.record_event
@@ -131,7 +132,7 @@ class BrokerServer:
         """Open the log directory and build the core and the request handlers on it."""
         log_dir = self.config.log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._events = JsonLinesFile(log_dir / "events.jsonl")
+        self._events = Rotation.from_config(self.config).open(log_dir / "events.jsonl")
         self.log_manager = LogManager.open(
             log_dir,
             self.topic_configs.default,
@@ -174,11 +175,7 @@ class BrokerServer:
             self.gateway,
             self.metadata_cache,
             self.metadata_changes,
-            topic_defaults=TopicDefaults(
-                num_partitions=self.config["num.partitions"],
-                replication_factor=self.config["default.replication.factor"],
-                delete_topic_enable=self.config["delete.topic.enable"],
-            ),
+            topic_defaults=TopicDefaults.from_config(self.config),
             default_log_config=self.topic_configs.default,
         )
         self.groups = GroupService(

@@ -14,13 +14,21 @@ sequential `config_change_<seq>` znode naming `topics/<t>`; each broker reads th
 notifications newer than the last it processed (those present when it started are
 already reflected in what `ensure_loaded` reads), re-reads the named topics' configs
 and applies them through `on_loaded`: a running log picks up, e.g., a new
-`retention.ms` at its next retention check, without a restart. (Kafka also deletes
-notifications older than 15 minutes; here they stay until the cluster is removed.)
+`retention.ms` at its next retention check, without a restart.
+
+Notifications are deleted once they are older than `change_expiration_ms` (15 minutes,
+Kafka's ZkNodeChangeNotificationListener changeExpirationMs), so /config/changes does not
+grow forever; every broker purges (a notification already gone is skipped). A
+notification's age is counted from when this broker first listed it (not its ZooKeeper
+ctime, which the ZooKeeper seam does not carry): never less than its real age, so no
+broker deletes one before the others had the time to read it. Kafka purges only when a
+new notification arrives; here a timer also wakes the watcher when the oldest one is due.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable
 
 import trio
@@ -33,6 +41,9 @@ from server_common.zk import ZkError
 
 log = logging.getLogger(__name__)
 
+# Kafka's ZkNodeChangeNotificationListener.changeExpirationMs default.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
 
 class TopicConfigs:
     def __init__(
@@ -40,10 +51,13 @@ class TopicConfigs:
         gateway: BrokerZkGateway,
         default: LogConfig,
         on_loaded: Callable[[str, LogConfig], object] = lambda topic, config: None,
+        *,
+        change_expiration_ms: int = CHANGE_EXPIRATION_MS,
     ):
         self.gateway = gateway
         self.default = default
         self.on_loaded = on_loaded
+        self.change_expiration_ms = change_expiration_ms
         self._configs: dict[str, LogConfig] = {}
 
     def log_config_for(self, topic: str) -> LogConfig:
@@ -79,24 +93,55 @@ class TopicConfigs:
         """Apply topic config changes announced under /config/changes (see above)."""
         changes = await self.gateway.watch_config_changes()
         last_seen: int | None = None
+        expiry_s = self.change_expiration_ms / 1000
+        first_listed: dict[str, float] = {}  # notification -> when this broker first saw it
+        children: list[str] = []
         task_status.started()
-        async for children in changes:
-            sequences = {
-                seq: name
-                for name in children
-                if (seq := zkdata.config_change_sequence(name)) is not None
-            }
-            if last_seen is None:  # at start: what is there is already in ZooKeeper's configs
-                last_seen = max(sequences, default=-1)
-                continue
-            new = [sequences[seq] for seq in sorted(sequences) if seq > last_seen]
-            if not new:
-                continue
-            last_seen = max(sequences)
-            try:
-                await self._reload_announced(new)
-            except ZkError as exc:
-                log.warning("cannot read config changes %s: %s", ", ".join(new), exc)
+        while True:
+            oldest = min(first_listed.values(), default=None)
+            wait_s = math.inf if oldest is None else oldest + expiry_s - trio.current_time()
+            with trio.move_on_after(max(wait_s, 0)) as timer:
+                try:
+                    children = await changes.receive()
+                except trio.EndOfChannel:
+                    return
+            now = trio.current_time()
+            listed = set(children)
+            for name in listed:
+                first_listed.setdefault(name, now)
+            for name in list(first_listed):
+                if name not in listed:
+                    del first_listed[name]
+            if not timer.cancelled_caught:
+                last_seen = await self._process_changes(children, last_seen)
+            expired = sorted(n for n, t in first_listed.items() if now - t >= expiry_s)
+            if expired:
+                try:
+                    deleted = await self.gateway.delete_config_changes(expired)
+                    log.info("deleted %d expired config change notification(s)", deleted)
+                except ZkError as exc:
+                    log.warning("cannot delete expired config changes: %s", exc)
+                for name in expired:
+                    first_listed.pop(name, None)
+
+    async def _process_changes(self, children: list[str], last_seen: int | None) -> int:
+        """Reload the topics named by notifications newer than `last_seen`; returns the new
+        `last_seen` (at start, None: the notifications there are already reflected)."""
+        sequences = {
+            seq: name
+            for name in children
+            if (seq := zkdata.config_change_sequence(name)) is not None
+        }
+        if last_seen is None:  # at start: what is there is already in ZooKeeper's configs
+            return max(sequences, default=-1)
+        new = [sequences[seq] for seq in sorted(sequences) if seq > last_seen]
+        if not new:
+            return last_seen
+        try:
+            await self._reload_announced(new)
+        except ZkError as exc:
+            log.warning("cannot read config changes %s: %s", ", ".join(new), exc)
+        return max(sequences)
 
     async def _reload_announced(self, names: list[str]) -> None:
         entities = await self.gateway.config_change_entities(names)

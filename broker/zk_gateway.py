@@ -204,6 +204,18 @@ class BrokerZkGateway:
                 log.warning("ignoring a bad config change notification: %s", exc)
         return entities
 
+    async def delete_config_changes(self, names: list[str]) -> int:
+        """Delete the named /config/changes children (ones already gone are skipped);
+        returns how many this call deleted."""
+        deleted = 0
+        for name in names:
+            try:
+                await self.zk.delete(f"{zkdata.CONFIG_CHANGES}/{name}")
+                deleted += 1
+            except NoNodeError:
+                pass  # another broker purged it first
+        return deleted
+
     async def watch_config_changes(self):
         """A channel of /config/changes' child lists, now and on every change."""
         return await self.zk.watch_children(zkdata.CONFIG_CHANGES)
@@ -233,6 +245,29 @@ class BrokerZkGateway:
         try:
             await self.zk.create(zkdata.topic_path(topic), value.encode(), makepath=True)
         except NodeExistsError:
+            return False
+        return True
+
+    async def topic_assignment_and_version(
+        self, topic: str
+    ) -> tuple[zkdata.TopicAssignment, int] | None:
+        """The topic znode's assignment and version (for a conditional update), or None."""
+        result = await self.zk.get_or_none(zkdata.topic_path(topic))
+        if result is None:
+            return None
+        return zkdata.TopicAssignment.decode(topic, result[0]), result[1].version
+
+    async def add_partitions(
+        self, assignment: zkdata.TopicAssignment, expected_version: int
+    ) -> bool:
+        """Write the topic znode with partitions added (Kafka's AdminZkClient
+        createPartitions: the controller's watch on the znode does the rest). A
+        conditional set: False if the znode changed since it was read."""
+        try:
+            await self.zk.set(
+                zkdata.topic_path(assignment.topic), assignment.encode(), expected_version
+            )
+        except (BadVersionError, NoNodeError):
             return False
         return True
 

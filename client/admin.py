@@ -331,6 +331,42 @@ class Admin:
         if error is not None:
             raise error
 
+    async def create_partitions(
+        self,
+        new_counts: Mapping[str, int],
+        *,
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+        timeout_ms: float | None = None,
+        validate_only: bool = False,
+    ) -> dict[str, TributaryError | None]:
+        """Raise each topic's partition count to `new_counts[topic]` (Kafka's
+        createPartitions); `assignments[topic]` optionally gives the replicas of each added
+        partition. The broker answers once the new partitions have leaders."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        assignments = assignments or {}
+        request = m.CreatePartitionsRequest(
+            topics=[
+                m.CreatePartitionsTopic(
+                    name=name,
+                    count=count,
+                    assignments=None
+                    if name not in assignments
+                    else [
+                        m.CreatePartitionsAssignment(broker_ids=list(r)) for r in assignments[name]
+                    ],
+                )
+                for name, count in new_counts.items()
+            ],
+            timeout_ms=int(timeout_ms),
+            validate_only=validate_only,
+        )
+        response = await self._request_any(request, timeout_ms)
+        self.metadata.request_update()
+        return {
+            r.name: _topic_error_or_none(r.name, r.error_code, r.error_message)
+            for r in response.results
+        }
+
     async def delete_topics(
         self, names: Iterable[str], *, timeout_ms: float | None = None
     ) -> dict[str, TributaryError | None]:
@@ -687,6 +723,81 @@ class Admin:
             f"no offsets for {', '.join(map(str, sorted(remaining)))} within "
             f"{self.request_timeout_ms:g} ms" + (f" (last error: {last})" if last else ""),
         )
+
+    async def delete_records(
+        self,
+        offsets: Mapping[TopicPartition | tuple[str, int], int],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, int | TributaryError]:
+        """Delete every record below `offsets[tp]` (-1: below the high watermark), as
+        Kafka's deleteRecords: one DeleteRecords per leader; retried after a metadata
+        refresh while leaders move, for up to the timeout. Each partition maps to its new
+        low watermark (log start offset) or the error it got."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        remaining = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
+        out: dict[TopicPartition, int | TributaryError] = {}
+        cluster = await self._fresh_cluster()
+        with trio.move_on_after(timeout_ms / 1000 + 5):
+            while remaining:
+                by_leader: dict[int, list[TopicPartition]] = {}
+                for tp in sorted(remaining):
+                    if cluster.partitions_for(tp.topic) is None and cluster.topic_error(
+                        tp.topic
+                    ) in (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        out[tp] = UnknownTopicError(tp.topic)
+                        del remaining[tp]
+                        continue
+                    info = cluster.leader_for(tp)
+                    if info is not None:
+                        by_leader.setdefault(info.leader, []).append(tp)
+                for leader, tps in by_leader.items():
+                    broker = cluster.broker(leader)
+                    if broker is None:
+                        continue
+                    request = m.DeleteRecordsRequest(
+                        topics=[
+                            m.DeleteRecordsTopic(
+                                name=topic,
+                                partitions=[
+                                    m.DeleteRecordsPartition(
+                                        partition_index=tp.partition, offset=remaining[tp]
+                                    )
+                                    for tp in tps
+                                    if tp.topic == topic
+                                ],
+                            )
+                            for topic in sorted({tp.topic for tp in tps})
+                        ],
+                        timeout_ms=int(timeout_ms),
+                    )
+                    try:
+                        response = await self._pool.request(
+                            *broker.address, request, timeout_s=timeout_ms / 1000 + 5
+                        )
+                    except BrokerConnectionError:
+                        continue
+                    for topic in response.topics:
+                        for part in topic.partitions:
+                            tp = TopicPartition(topic.name, part.partition_index)
+                            if tp not in remaining:
+                                continue
+                            code = ErrorCode.from_code(part.error_code)
+                            if code in _STALE_LEADER:
+                                continue
+                            del remaining[tp]
+                            if code is ErrorCode.NONE:
+                                out[tp] = part.low_watermark
+                            else:
+                                out[tp] = TributaryError(code, f"deleting records of {tp}")
+                if remaining:
+                    await trio.sleep(self.retry_backoff_ms / 1000)
+                    cluster = await self._fresh_cluster()
+        for tp in remaining:
+            out[tp] = TributaryError(
+                ErrorCode.REQUEST_TIMED_OUT, f"no leader of {tp} answered within the timeout"
+            )
+        return out
 
     async def _list_offsets_from(
         self, cluster: ClusterView, leader: int, tps: list[TopicPartition], timestamp: int

@@ -31,7 +31,12 @@ from controller.core.deletion import TopicDeletions
 from controller.core.requests import RequestBatch
 from controller.core.state_change import StateChange
 from controller.event_log import EventLog
-from controller.events import EventQueue, Queued, ReassigningPartitionChanged
+from controller.events import (
+    EventQueue,
+    PartitionModifications,
+    Queued,
+    ReassigningPartitionChanged,
+)
 from controller.zk_store import ZkStore
 from server_common import zkdata
 from server_common.zk import ZooKeeper
@@ -168,6 +173,13 @@ class ActiveController:
         path = zkdata.partition_state_path(tp.topic, tp.partition)
         event = Queued(ReassigningPartitionChanged(tp, self.ctx.epoch), enqueued_at=None)
         await self.zk.get_and_watch_once(path, self.queue.sender, event)
+
+    async def watch_topic(self, topic: str) -> tuple[bytes, object] | None:
+        """Read a topic's assignment znode and leave a one-shot watch on it: its next change
+        (partitions added, a reassignment, deletion) queues a `PartitionModifications`."""
+        path = zkdata.topic_path(topic)
+        event = Queued(PartitionModifications(topic, self.ctx.epoch), enqueued_at=None)
+        return await self.zk.get_and_watch_once(path, self.queue.sender, event)
 
     def close(self) -> None:
         self.channel.close()

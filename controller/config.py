@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from server_common.jsonl import ROTATION_CONFIG_KEYS
 from server_common.properties import (
     REQUIRED,
     ConfigDef,
@@ -60,6 +61,7 @@ CONTROLLER_CONFIG = ConfigDef(
             "log.dir", "str", "/tmp/tributary-controller", "where controller-events.jsonl goes"
         ),
         ConfigKey("metrics.port", "int", -1, "Prometheus metrics HTTP port (-1 off, 0 any)"),
+        *ROTATION_CONFIG_KEYS,
     ]
 )
 

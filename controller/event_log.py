@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.core.state_change import StateChange
-from server_common.jsonl import JsonLinesFile, wall_clock_ms
+from server_common.jsonl import Rotation, wall_clock_ms
 
 FILE_NAME = "controller-events.jsonl"
 
@@ -35,12 +35,13 @@ class EventLog:
         log_dir: Path,
         controller_id: int,
         clock: Callable[[], int] = wall_clock_ms,
+        rotation: Rotation | None = None,
     ):
         self.controller_id = controller_id
         self.epoch = 0
         self.clock = clock
         self.path = log_dir / FILE_NAME
-        self._file = JsonLinesFile(self.path)
+        self._file = (rotation or Rotation()).open(self.path)
 
     def record(self, kind: str, **fields: Any) -> None:
         self._file.append(

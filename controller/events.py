@@ -85,6 +85,15 @@ class PartitionReassignment:
 
 
 @dataclass(frozen=True)
+class PartitionModifications:
+    """A topic's /brokers/topics/<t> znode changed (one-shot watch): partitions may have
+    been added (Kafka's PartitionModifications)."""
+
+    topic: str
+    controller_epoch: int
+
+
+@dataclass(frozen=True)
 class ReassigningPartitionChanged:
     """The state znode of a partition being reassigned changed (one-shot watch)."""
 

@@ -40,7 +40,7 @@ from controller.listener import serve_controller_listener
 from controller.metrics import ControllerMetrics
 from controller.zk_store import ControllerMovedError
 from server_common import zkdata
-from server_common.jsonl import wall_clock_ms
+from server_common.jsonl import Rotation, wall_clock_ms
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Transport
 from server_common.server_main import call_on_termination
@@ -74,7 +74,9 @@ class ControllerServer:
         )
         self.queue = ev.EventQueue()
         self.stats = ControllerStats()
-        self.events = EventLog(config.log_dir, self.controller_id)
+        self.events = EventLog(
+            config.log_dir, self.controller_id, rotation=Rotation.from_config(config)
+        )
         self.metrics = ControllerMetrics(self)
         self.active: ActiveController | None = None
         self.port: int | None = None

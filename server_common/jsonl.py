@@ -9,7 +9,10 @@ dropped. `wall_clock_ms()` is the timestamp servers put in records.
 
 Rotation by size: once the file reaches `max_bytes` it is renamed `<name>.1` (an older
 `.1` becomes `.2`, and so on; the one beyond `keep` is deleted) and a new file is
-started, so a long-running broker keeps at most (keep + 1) x max_bytes of each.
+started, so a long-running broker keeps at most (keep + 1) x max_bytes of each. Both
+numbers are server configs (`ROTATION_CONFIG_KEYS`, in the broker's and the controller's
+config; `Rotation.from_config` reads them): `jsonl.file.max.bytes` and
+`jsonl.file.backups`.
 Readers of the live file (the Spark job) see the newest records; rotated ones stay
 beside it for as long as they are kept.
 """
@@ -19,8 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from server_common.properties import ConfigKey, at_least
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,38 @@ def wall_clock_ms() -> int:
 # A few hours of a busy local broker's metrics snapshots (about 3 MB per 25 minutes).
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_KEEP = 3  # rotated files kept beside the live one
+
+# Kafka has no such files, so no names to keep: these follow log4j's RollingFileAppender
+# (MaxFileSize, MaxBackupIndex), which Kafka's own server logs use.
+ROTATION_CONFIG_KEYS = [
+    ConfigKey(
+        "jsonl.file.max.bytes",
+        "int",
+        DEFAULT_MAX_BYTES,
+        "rotate events.jsonl / metrics.jsonl / controller-events.jsonl at this size",
+        at_least(1024),
+    ),
+    ConfigKey(
+        "jsonl.file.backups",
+        "int",
+        DEFAULT_KEEP,
+        "rotated JSON-lines files kept beside the live one (<name>.1 is the newest)",
+        at_least(0),
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Rotation:
+    max_bytes: int = DEFAULT_MAX_BYTES
+    keep: int = DEFAULT_KEEP
+
+    @classmethod
+    def from_config(cls, config) -> Rotation:
+        return cls(config["jsonl.file.max.bytes"], config["jsonl.file.backups"])
+
+    def open(self, path: Path) -> JsonLinesFile:
+        return JsonLinesFile(path, self.max_bytes, self.keep)
 
 
 class JsonLinesFile:

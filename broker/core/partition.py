@@ -260,6 +260,46 @@ class Partition:
         self.maybe_increment_hw(now_ms)
         return info
 
+    # -- leader: DeleteRecords ------------------------------------------------------
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Move the log start offset up to `offset` (-1: the HW), as Kafka's
+        deleteRecordsOnLeader; returns the offset the request then waits for every ISR
+        member to reach (`low_watermark_if_leader`). Raises PartitionError."""
+        if not self.is_leader:
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.local_broker_id} is not the leader of {self.topic_partition}",
+            )
+        if not self.log.config.delete_enabled:
+            raise PartitionError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {self.topic_partition} can not be deleted due to the "
+                "configured policy",
+            )
+        converted = self.high_watermark if offset == -1 else offset
+        if converted < 0 or converted > self.high_watermark:
+            raise PartitionError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {converted} of partition "
+                f"{self.topic_partition} since it is larger than the high watermark "
+                f"{self.high_watermark}"
+                if converted >= 0
+                else f"The offset {converted} for partition {self.topic_partition} is not valid",
+            )
+        self.log.maybe_increment_log_start_offset(converted)
+        return converted
+
+    def low_watermark_if_leader(self) -> int:
+        """The smallest log start offset among the leader and its in-sync followers (a
+        follower that has not fetched in this term counts as unknown, -1)."""
+        low = self.log.log_start_offset
+        for replica in self.isr_state.isr:
+            if replica == self.local_broker_id:
+                continue
+            state = self.followers.get(replica)
+            low = min(low, state.log_start_offset if state is not None else -1)
+        return low
+
     # -- leader: reads -------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a request naming an epoch must name ours."""

@@ -10,6 +10,11 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
 - Fetch (`fetch_messages`): reads every partition (followers to the LEO, consumers to
   the HW). A follower's fetch also records its progress (ISR expand, HW advance). If
   fewer than min_bytes came back and the fetch may wait, a `DelayedFetch` parks it.
+- DeleteRecords (`delete_records`): the leader moves each partition's log start offset
+  (`Partition.delete_records_on_leader`) and a `DelayedDeleteRecords` waits in its own
+  purgatory until every in-sync follower reported a log start offset at least as high
+  (followers copy the leader's from fetch responses); whole segments below it go at the
+  next retention run, and the offset is checkpointed with the others.
 - LeaderAndIsr (`become_leader_or_follower`): rejects a stale controller epoch and
   older leader epochs, creates logs, turns partitions into leaders or followers. A
   partition that starts following a (new) leader enters the TRUNCATING phase.
@@ -36,6 +41,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.core.delayed_delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsResult,
+    DeleteRecordsStatus,
+)
 from broker.core.delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest
 from broker.core.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
 from broker.core.errors import PartitionError
@@ -127,6 +137,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = Purgatory("Produce", wake_at)
         self.fetch_purgatory = Purgatory("Fetch", wake_at)
+        self.delete_records_purgatory = Purgatory("DeleteRecords", wake_at)
         self._followers_changed = followers_changed or (lambda: None)
         self.controller_epoch = -1
         self.isr_changes = IsrChangePropagation(
@@ -242,6 +253,7 @@ class ReplicaManager:
     def _hw_moved(self, tp: TopicPartition, now_ms: int) -> None:
         self.produce_purgatory.check_and_complete(tp, now_ms)
         self.fetch_purgatory.check_and_complete(tp, now_ms)
+        self.delete_records_purgatory.check_and_complete(tp, now_ms)
 
     # -- fetch (leader side) ------------------------------------------------------
     def fetch_messages(
@@ -336,6 +348,8 @@ class ReplicaManager:
                 self._emit(update)
             if hw_moved:
                 self._hw_moved(tp, now_ms)
+            else:  # the follower's log start offset may have moved (DeleteRecords)
+                self.delete_records_purgatory.check_and_complete(tp, now_ms)
         self.stats.bytes_out += len(info.records)
         return FetchedPartition(
             ErrorCode.NONE,
@@ -345,6 +359,52 @@ class ReplicaManager:
             info.log_end_offset,
             info.records,
         )
+
+    # -- DeleteRecords (leader side) ------------------------------------------------
+    def delete_records(
+        self,
+        now_ms: int,
+        *,
+        timeout_ms: int,
+        offsets: dict[TopicPartition, int],
+        respond: Callable[[dict[TopicPartition, DeleteRecordsResult]], None],
+    ) -> None:
+        """Move each partition's log start offset (Kafka's deleteRecords); respond when
+        every in-sync replica has followed (a `DelayedDeleteRecords`), or at once if all
+        have already or every partition failed."""
+        statuses: dict[TopicPartition, DeleteRecordsStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                partition = self.get_partition_or_error(tp)
+                required = partition.delete_records_on_leader(offset)
+            except PartitionError as exc:
+                result = DeleteRecordsResult(exc.code, error_message=exc.message)
+                statuses[tp] = DeleteRecordsStatus(-1, result, pending=False)
+                continue
+            except Exception as exc:  # a storage failure must not take the broker down
+                log.exception("%s: DeleteRecords failed", tp)
+                result = DeleteRecordsResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
+                statuses[tp] = DeleteRecordsStatus(-1, result, pending=False)
+                continue
+            log.info("%s: log start offset moved to %d by DeleteRecords", tp, required)
+            self._events(
+                "delete_records",
+                {"topic": tp.topic, "partition": tp.partition, "log_start_offset": required},
+            )
+            low = partition.low_watermark_if_leader()
+            statuses[tp] = DeleteRecordsStatus(
+                required, DeleteRecordsResult(ErrorCode.NONE, low), pending=low < required
+            )
+            # Consumer fetches parked below the new start must learn they are out of range.
+            self.fetch_purgatory.check_and_complete(tp, now_ms)
+        pending = [tp for tp, s in statuses.items() if s.pending]
+        if not pending:
+            respond({tp: s.result for tp, s in statuses.items()})
+            return
+        op = DelayedDeleteRecords(
+            now_ms + max(timeout_ms, 0), statuses, self.get_partition, respond
+        )
+        self.delete_records_purgatory.try_complete_else_watch(op, pending, now_ms)
 
     # -- offsets (leader side) ------------------------------------------------------
     def last_offset_for_leader_epoch(
@@ -435,6 +495,7 @@ class ReplicaManager:
         for tp in changed:
             self.produce_purgatory.check_and_complete(tp, now_ms)
             self.fetch_purgatory.check_and_complete(tp, now_ms)
+            self.delete_records_purgatory.check_and_complete(tp, now_ms)
         self._followers_changed()
         return BecomeResult(ErrorCode.NONE, errors)
 
@@ -524,6 +585,7 @@ class ReplicaManager:
             errors[tp] = ErrorCode.NONE
             self.produce_purgatory.check_and_complete(tp, now_ms)
             self.fetch_purgatory.check_and_complete(tp, now_ms)
+            self.delete_records_purgatory.check_and_complete(tp, now_ms)
         self._followers_changed()
         return BecomeResult(ErrorCode.NONE, errors)
 
@@ -575,13 +637,18 @@ class ReplicaManager:
             self._hw_moved(tp, now_ms)
         else:
             self.produce_purgatory.check_and_complete(tp, now_ms)
+            self.delete_records_purgatory.check_and_complete(tp, now_ms)
 
     def maybe_propagate_isr_changes(self, now_ms: int) -> list[TopicPartition] | None:
         return self.isr_changes.maybe_propagate(now_ms)
 
     # -- timers and checkpoints -----------------------------------------------------
     def expire_delayed(self, now_ms: int) -> int:
-        return self.produce_purgatory.expire_due(now_ms) + self.fetch_purgatory.expire_due(now_ms)
+        return (
+            self.produce_purgatory.expire_due(now_ms)
+            + self.fetch_purgatory.expire_due(now_ms)
+            + self.delete_records_purgatory.expire_due(now_ms)
+        )
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [
@@ -589,6 +656,7 @@ class ReplicaManager:
             for d in (
                 self.produce_purgatory.next_deadline_ms(),
                 self.fetch_purgatory.next_deadline_ms(),
+                self.delete_records_purgatory.next_deadline_ms(),
             )
             if d is not None
         ]
@@ -607,4 +675,5 @@ class ReplicaManager:
         """Clean shutdown: answer everything waiting, checkpoint HWs, close logs."""
         self.produce_purgatory.force_complete_all(now_ms)
         self.fetch_purgatory.force_complete_all(now_ms)
+        self.delete_records_purgatory.force_complete_all(now_ms)
         self.checkpoint_high_watermarks()

@@ -1,5 +1,6 @@
-"""Kafka's CreateTopics, DeleteTopics and DescribeConfigs on the Kafka listener, translated
-to and from the native admin handlers (broker/admin.py).
+"""Kafka's CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions and DescribeConfigs on
+the Kafka listener, translated to and from the native handlers (broker/admin.py; the
+replica manager for DeleteRecords).
 
 How it works: as in translate_groups.py, `to_native` reads the kio request into the
 native message, the broker's `AdminHandlers` do the work (validation, ZooKeeper writes,
@@ -19,6 +20,9 @@ Version ranges (kio has no CreateTopics v0-1, DeleteTopics v0, DescribeConfigs v
 - CreateTopics 2-4: v4 is the first with broker defaults (-1); v5+ answer each new
   topic's full config list, which the native answer does not carry.
 - DeleteTopics 1-5: v6 names topics by topic id, which Tributary does not have.
+- DeleteRecords 0-2 and CreatePartitions 0-3: every version; they differ only in
+  encoding (v2 flexible) and, for CreatePartitions v3, in a quota error never sent here.
+  Each field maps one to one (offset -1 is the high watermark on both sides).
 - DescribeConfigs 1-4.
 """
 
@@ -142,6 +146,109 @@ def delete_topics_error(request: Any, version: int, code: int) -> Any:
     )
 
 
+# --- DeleteRecords (21) ---------------------------------------------------------------------
+
+
+def delete_records_to_native(request: Any, header: KafkaHeader) -> m.DeleteRecordsRequest:
+    return m.DeleteRecordsRequest(
+        topics=[
+            m.DeleteRecordsTopic(
+                name=topic.name,
+                partitions=[
+                    m.DeleteRecordsPartition(partition_index=p.partition_index, offset=p.offset)
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+        timeout_ms=ms_of(request.timeout),
+    )
+
+
+def delete_records_from_native(response: m.DeleteRecordsResponse, version: int) -> Any:
+    return _response(
+        ApiKey.DELETE_RECORDS,
+        version,
+        throttle_time=response.throttle_time_ms,
+        topics=[
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "low_watermark": p.low_watermark,
+                        "error_code": p.error_code,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in response.topics
+        ],
+    )
+
+
+def delete_records_error(request: Any, version: int, code: int) -> Any:
+    return _response(
+        ApiKey.DELETE_RECORDS,
+        version,
+        topics=[
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code}
+                    for p in t.partitions
+                ],
+            }
+            for t in request.topics
+        ],
+    )
+
+
+# --- CreatePartitions (37) ------------------------------------------------------------------
+
+
+def create_partitions_to_native(request: Any, header: KafkaHeader) -> m.CreatePartitionsRequest:
+    return m.CreatePartitionsRequest(
+        topics=[
+            m.CreatePartitionsTopic(
+                name=topic.name,
+                count=topic.count,
+                assignments=None
+                if topic.assignments is None
+                else [
+                    m.CreatePartitionsAssignment(broker_ids=list(a.broker_ids))
+                    for a in topic.assignments
+                ],
+            )
+            for topic in request.topics
+        ],
+        timeout_ms=ms_of(request.timeout),
+        validate_only=request.validate_only,
+    )
+
+
+def create_partitions_from_native(response: m.CreatePartitionsResponse, version: int) -> Any:
+    return _response(
+        ApiKey.CREATE_PARTITIONS,
+        version,
+        throttle_time=response.throttle_time_ms,
+        results=[
+            {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
+            for r in response.results
+        ],
+    )
+
+
+def create_partitions_error(request: Any, version: int, code: int) -> Any:
+    return _response(
+        ApiKey.CREATE_PARTITIONS,
+        version,
+        results=[
+            {"name": t.name, "error_code": code, "error_message": None} for t in request.topics
+        ],
+    )
+
+
 # --- DescribeConfigs (32) -------------------------------------------------------------------
 
 
@@ -235,6 +342,22 @@ TRANSLATIONS: dict[int, Translation] = {
             delete_topics_to_native,
             delete_topics_from_native,
             delete_topics_error,
+        ),
+        Translation(
+            ApiKey.DELETE_RECORDS,
+            0,
+            2,
+            delete_records_to_native,
+            delete_records_from_native,
+            delete_records_error,
+        ),
+        Translation(
+            ApiKey.CREATE_PARTITIONS,
+            0,
+            3,
+            create_partitions_to_native,
+            create_partitions_from_native,
+            create_partitions_error,
         ),
         Translation(
             ApiKey.DESCRIBE_CONFIGS,

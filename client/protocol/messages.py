@@ -500,6 +500,81 @@ class DeleteTopicsResponse:
     responses: list[DeleteTopicsResponseTopic]
 
 
+# --- DeleteRecords (21) --------------------------------------------------------------------
+
+
+@struct
+class DeleteRecordsPartition:
+    partition_index: int
+    offset: int  # delete every record below this offset; -1: the high watermark
+
+
+@struct
+class DeleteRecordsTopic:
+    name: str
+    partitions: list[DeleteRecordsPartition]
+
+
+@struct
+class DeleteRecordsRequest:
+    topics: list[DeleteRecordsTopic]
+    timeout_ms: int
+
+
+@struct
+class DeleteRecordsResponsePartition:
+    partition_index: int
+    low_watermark: int  # the partition's log start offset now (-1 with an error)
+    error_code: int
+
+
+@struct
+class DeleteRecordsResponseTopic:
+    name: str
+    partitions: list[DeleteRecordsResponsePartition]
+
+
+@struct
+class DeleteRecordsResponse:
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseTopic]
+
+
+# --- CreatePartitions (37) -----------------------------------------------------------------
+
+
+@struct
+class CreatePartitionsAssignment:
+    broker_ids: list[int]
+
+
+@struct
+class CreatePartitionsTopic:
+    name: str
+    count: int  # the new total number of partitions
+    assignments: list[CreatePartitionsAssignment] | None = None  # one per added partition
+
+
+@struct
+class CreatePartitionsRequest:
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool = False
+
+
+@struct
+class CreatePartitionsResponseTopic:
+    name: str
+    error_code: int
+    error_message: str | None
+
+
+@struct
+class CreatePartitionsResponse:
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseTopic]
+
+
 # --- DescribeLogDirs (35) ------------------------------------------------------------------
 
 
@@ -1103,6 +1178,8 @@ REGISTRY = ApiRegistry(
         (ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
         (ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse),
         (ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse),
+        (ApiKey.DELETE_RECORDS, DeleteRecordsRequest, DeleteRecordsResponse),
+        (ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         (ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
         (ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse),

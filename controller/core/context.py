@@ -138,6 +138,17 @@ class ControllerContext:
                 self.reassignments[tp] = moving
         self.topic_configs[topic] = dict(config or {})
 
+    def add_partitions(self, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
+        """Partitions added to an existing topic (CreatePartitions); known ones are kept."""
+        known = self._topics.setdefault(topic, [])
+        for partition, replicas in partitions.items():
+            tp = TopicPartition(topic, partition)
+            if tp in self.replicas:
+                continue
+            known.append(partition)
+            self.replicas[tp] = tuple(replicas)
+        known.sort()
+
     def remove_topic(self, topic: str) -> None:
         for partition in self._topics.pop(topic, []):
             tp = TopicPartition(topic, partition)

@@ -16,6 +16,7 @@ from controller.handlers import brokers, deletion, elections, isr, reassignment,
 HANDLERS = {
     ev.BrokerChange: brokers.on_broker_change,
     ev.TopicChange: topics.on_topic_change,
+    ev.PartitionModifications: topics.on_partition_modifications,
     ev.IsrChangeNotification: isr.on_isr_change_notification,
     ev.TopicDeletion: deletion.on_topic_deletion,
     ev.StopReplicaAnswered: deletion.on_stop_replica_answered,

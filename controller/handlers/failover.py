@@ -20,7 +20,7 @@ import trio
 from controller.active import ActiveController
 from controller.core.decisions import repair_partitions
 from controller.core.requests import ALL_PARTITIONS
-from controller.handlers import deletion, elections, isr, reassignment
+from controller.handlers import deletion, elections, isr, reassignment, topics
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ async def on_become_active(active: ActiveController) -> None:
         len(applied),
         sent,
     )
+    await topics.watch_topics(active, ctx.topic_names())
     await deletion.on_topic_deletion(active)
     await reassignment.on_partition_reassignment(active, None)
     await elections.on_preferred_replica_election(active, None)

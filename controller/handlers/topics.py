@@ -8,15 +8,27 @@ live assigned replicas, leader epoch 0), created with a fenced create. LeaderAnd
 (is_new) goes to the replicas, UpdateMetadata to every broker. Partitions with no live
 replica stay uninitialized until one of their brokers registers (broker startup
 initializes them). A topic whose znode vanished without our deletion is dropped.
+
+Partitions added to an existing topic (Kafka's PartitionModificationsHandler): the
+controller keeps a one-shot watch on every topic's /brokers/topics/<t> znode (armed when
+the topic appears, at failover, and again each time it fires). When it fires, the
+assignment is re-read and partitions the context does not know are added and brought
+online exactly like a new topic's (`repair_partitions`, LeaderAndIsr is_new,
+UpdateMetadata). Other changes to the znode (reassignments) add nothing here.
 """
 
 from __future__ import annotations
 
 import logging
 
+import trio
+
+from client.protocol.types import TopicPartition
+from controller import events as ev
 from controller.active import ActiveController
 from controller.core.decisions import repair_partitions
 from controller.handlers.common import send_changes
+from server_common import zkdata
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +60,68 @@ async def on_topic_change(active: ActiveController, event: object = None) -> Non
         "new topics %s: %d partitions, %d initialized",
         ", ".join(assignments),
         len(new_partitions),
+        sum(1 for c in applied if c.creates),
+    )
+    send_changes(active, applied)
+    await watch_topics(active, list(assignments))
+
+
+async def on_partition_modifications(
+    active: ActiveController, event: ev.PartitionModifications
+) -> None:
+    await watch_topics(active, [event.topic])
+
+
+async def watch_topics(active: ActiveController, topics: list[str]) -> None:
+    """Arm the one-shot watch on each topic's znode and bring online any partition the
+    znode has and the context does not (added while no watch was armed, or just now)."""
+    ctx = active.ctx
+    found: dict[str, bytes] = {}
+
+    async def arm(topic: str) -> None:
+        result = await active.watch_topic(topic)
+        if result is not None:
+            found[topic] = result[0]
+
+    async with trio.open_nursery() as nursery:
+        for topic in topics:
+            if ctx.has_topic(topic) and not ctx.is_deleting(topic):
+                nursery.start_soon(arm, topic)
+    added: list[TopicPartition] = []
+    for topic, data in sorted(found.items()):
+        if not ctx.has_topic(topic) or ctx.is_deleting(topic):
+            continue
+        try:
+            assignment = zkdata.TopicAssignment.decode(topic, data)
+        except zkdata.ZkDataError as exc:
+            log.warning("topic %s: unreadable assignment: %s", topic, exc)
+            continue
+        new = {
+            p: replicas
+            for p, replicas in assignment.partitions.items()
+            if TopicPartition(topic, p) not in ctx.replicas
+        }
+        if not new:
+            continue
+        ctx.add_partitions(topic, new)
+        added += [TopicPartition(topic, p) for p in sorted(new)]
+        active.events.record(
+            "partitions_added",
+            topic=topic,
+            partitions=len(ctx.partitions_of(topic)),  # the new count, as topic_created's
+            added=len(new),
+        )
+    if not added:
+        return
+    for tp, state in (await active.store.read_states(added)).items():
+        if state is not None:
+            ctx.states[tp] = state
+    applied = await active.apply_changes(
+        repair_partitions(ctx, added), redo=lambda tps: repair_partitions(ctx, tps)
+    )
+    log.info(
+        "partitions added: %s (%d initialized)",
+        ", ".join(map(str, added)),
         sum(1 for c in applied if c.creates),
     )
     send_changes(active, applied)

@@ -199,6 +199,26 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "validate_only": True,
     },
     ApiKey.DELETE_TOPICS: {"topic_names": ["a", "b"], "timeout": 1_500},
+    ApiKey.DELETE_RECORDS: {
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {"partition_index": 0, "offset": 5},
+                    {"partition_index": 1, "offset": -1},
+                ],
+            }
+        ],
+        "timeout": 2_000,
+    },
+    ApiKey.CREATE_PARTITIONS: {
+        "topics": [
+            {"name": "t", "count": 4, "assignments": None},
+            {"name": "u", "count": 2, "assignments": [{"broker_ids": [2, 3]}]},
+        ],
+        "timeout": 3_000,
+        "validate_only": True,
+    },
     ApiKey.DESCRIBE_CONFIGS: {
         "resources": [
             {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
@@ -328,6 +348,32 @@ def expected_native(api_key: int, version: int) -> Any:
         )
     if api_key == ApiKey.DELETE_TOPICS:
         return m.DeleteTopicsRequest(topic_names=["a", "b"], timeout_ms=1_500)
+    if api_key == ApiKey.DELETE_RECORDS:
+        return m.DeleteRecordsRequest(
+            topics=[
+                m.DeleteRecordsTopic(
+                    name="t",
+                    partitions=[
+                        m.DeleteRecordsPartition(partition_index=0, offset=5),
+                        m.DeleteRecordsPartition(partition_index=1, offset=-1),
+                    ],
+                )
+            ],
+            timeout_ms=2_000,
+        )
+    if api_key == ApiKey.CREATE_PARTITIONS:
+        return m.CreatePartitionsRequest(
+            topics=[
+                m.CreatePartitionsTopic(name="t", count=4, assignments=None),
+                m.CreatePartitionsTopic(
+                    name="u",
+                    count=2,
+                    assignments=[m.CreatePartitionsAssignment(broker_ids=[2, 3])],
+                ),
+            ],
+            timeout_ms=3_000,
+            validate_only=True,
+        )
     if api_key == ApiKey.DESCRIBE_CONFIGS:
         return m.DescribeConfigsRequest(
             resources=[
@@ -495,6 +541,35 @@ NATIVE_RESPONSES: dict[int, Any] = {
             ),
         ],
     ),
+    ApiKey.DELETE_RECORDS: m.DeleteRecordsResponse(
+        throttle_time_ms=0,
+        topics=[
+            m.DeleteRecordsResponseTopic(
+                name="t",
+                partitions=[
+                    m.DeleteRecordsResponsePartition(
+                        partition_index=0, low_watermark=5, error_code=0
+                    ),
+                    m.DeleteRecordsResponsePartition(
+                        partition_index=1,
+                        low_watermark=-1,
+                        error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                    ),
+                ],
+            )
+        ],
+    ),
+    ApiKey.CREATE_PARTITIONS: m.CreatePartitionsResponse(
+        throttle_time_ms=0,
+        results=[
+            m.CreatePartitionsResponseTopic(name="t", error_code=0, error_message=None),
+            m.CreatePartitionsResponseTopic(
+                name="u",
+                error_code=ErrorCode.INVALID_PARTITIONS,
+                error_message="Topic already has 2 partitions.",
+            ),
+        ],
+    ),
     ApiKey.DESCRIBE_CONFIGS: m.DescribeConfigsResponse(
         throttle_time_ms=0,
         results=[
@@ -626,6 +701,17 @@ def check_response(api_key: int, version: int, r: Any) -> None:
         ]
         if since(5):
             assert r.responses[1].error_message == "topic 'b' does not exist"
+    elif api_key == ApiKey.DELETE_RECORDS:
+        assert [
+            (t.name, p.partition_index, p.low_watermark, p.error_code)
+            for t in r.topics
+            for p in t.partitions
+        ] == [("t", 0, 5, 0), ("t", 1, -1, ErrorCode.OFFSET_OUT_OF_RANGE)]
+    elif api_key == ApiKey.CREATE_PARTITIONS:
+        assert [(x.name, x.error_code, x.error_message) for x in r.results] == [
+            ("t", 0, None),
+            ("u", ErrorCode.INVALID_PARTITIONS, "Topic already has 2 partitions."),
+        ]
     elif api_key == ApiKey.DESCRIBE_CONFIGS:
         topic, broker = r.results
         assert (broker.error_code, broker.error_message, broker.resource_type) == (
@@ -712,6 +798,8 @@ ERROR_ITEMS = {
     ApiKey.CREATE_TOPICS: 3,
     ApiKey.DELETE_TOPICS: 2,
     ApiKey.DESCRIBE_CONFIGS: 3,
+    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.CREATE_PARTITIONS: 2,
 }
 
 
@@ -1046,3 +1134,37 @@ async def test_aiokafka_consumer_group_commits():
         values, committed = await in_thread(lambda: asyncio.run(asyncio.wait_for(consume(), 60)))
         assert values == [b"v0", b"v1", b"v2", b"v3"]
         assert committed == 4
+
+
+async def test_kafka_python_admin_adds_partitions_and_deletes_records():
+    kafka = pytest.importorskip("kafka")
+    kafka_admin = pytest.importorskip("kafka.admin")
+    errors = pytest.importorskip("kafka.errors")
+
+    async with kafka_cluster(2, topics={"kp-g": 1}) as cluster:
+        await cluster.append(("kp-g", 0), *(f"v{i}".encode() for i in range(6)))
+        bootstrap = kafka_bootstrap(cluster)
+
+        def grow_and_trim() -> dict[str, Any]:
+            admin = kafka_admin.KafkaAdminClient(
+                bootstrap_servers=bootstrap, client_id="kp-admin", request_timeout_ms=20_000
+            )
+            out: dict[str, Any] = {}
+            try:
+                admin.create_partitions({"kp-g": 3})
+                try:
+                    admin.create_partitions({"kp-g": 2})
+                except errors.InvalidPartitionsError as exc:
+                    out["shrink"] = exc
+                out["deleted"] = admin.delete_records({kafka.TopicPartition("kp-g", 0): 4})
+            finally:
+                admin.close()
+            return out
+
+        out = await in_thread(grow_and_trim)
+        assert "which is higher than the requested 2" in str(out["shrink"])
+        (result,) = out["deleted"].values()
+        assert result["low_watermark"] == 4, out["deleted"]
+        for p in (1, 2):  # the added partitions have leaders
+            assert cluster.partition(("kp-g", p)).leader in (1, 2)
+        assert cluster.values(("kp-g", 0))[:1] == [b"v4"]

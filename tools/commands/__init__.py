@@ -19,5 +19,6 @@ COMMAND_MODULES: list[str] = [
     "dump_log",
     "log_dirs",
     "configs",
+    "delete_records",
     "perf",
 ]

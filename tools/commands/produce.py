@@ -9,7 +9,8 @@ with the first reason. Retries are reported on stderr as they happen, one line p
 distinct reason (the first time it occurs), so a stuck produce says why.
 
 Ctrl-C (SIGINT) stops reading at once, even while stdin (a terminal or an open pipe)
-has nothing to read: the read runs on a worker thread that is abandoned. What was read
+has nothing to read: the read runs on a worker thread that is abandoned; after the input
+ended, it stops the wait for deliveries (a partition without a leader) the same way. What was read
 gets up to `INTERRUPT_FLUSH_S` to be delivered; whatever is still unacknowledged then
 is abandoned and counted as "not delivered", and the command exits 130. A second Ctrl-C
 abandons at once.
@@ -225,6 +226,8 @@ def _produce(args: argparse.Namespace) -> int:
                 async with sender:
                     with reading:
                         await send_lines()
+                        # Input ended: wait for the deliveries, still interruptible.
+                        await producer.flush()
                     if outcome.interrupted:
                         with flushing, trio.move_on_after(INTERRUPT_FLUSH_S):
                             await producer.flush()

@@ -1,11 +1,13 @@
-"""`tributary topics create|list|describe|delete`, in the manner of kafka-topics.sh.
+"""`tributary topics create|list|describe|alter|delete`, in the manner of kafka-topics.sh.
 
 How it works: each action opens an admin client (client/admin.py) on the bootstrap
 servers, does one thing and prints the result: `list` the topic names, without internal
 topics such as `__consumer_offsets` unless `--include-internal`/`--all` asks (they can
 still be described by name); `describe` as `kafka-topics --describe`
 does (a topic line, then one tab-separated line per partition, with `Leader: none` for
-an offline partition and `Offline:` / `UnderReplicated: true` markers), or as JSON.
+an offline partition and `Offline:` / `UnderReplicated: true` markers), or as JSON;
+`alter --partitions N` adds partitions (CreatePartitions), printing kafka-topics'
+warning about keyed records first.
 """
 
 from __future__ import annotations
@@ -82,11 +84,33 @@ def register(subparsers) -> None:
     add_bootstrap_option(describe)
     describe.set_defaults(handler=_describe)
 
+    alter = actions.add_parser(
+        "alter", help="add partitions to a topic (kafka-topics --alter --partitions)"
+    )
+    alter.add_argument("name", metavar="NAME", nargs="?", help="the topic (or --topic)")
+    alter.add_argument("--topic", dest="topic_option", metavar="NAME", help="the topic")
+    alter.add_argument(
+        "--partitions",
+        type=positive_int,
+        required=True,
+        help="the new total number of partitions (more than now)",
+    )
+    alter.add_argument(
+        "--replica-assignment",
+        metavar="B1:B2,B1:B2,...",
+        help="replicas of every partition, partition 0 first (only the added ones are used)",
+    )
+    add_bootstrap_option(alter)
+    alter.set_defaults(handler=_alter)
+
     delete = actions.add_parser("delete", help="delete a topic")
     delete.add_argument("name", metavar="NAME")
     delete.add_argument("--if-exists", action="store_true", help="no error if it is missing")
     add_bootstrap_option(delete)
     delete.set_defaults(handler=_delete)
+
+
+INTERNAL_TOPICS = ("__consumer_offsets",)
 
 
 def parse_replica_assignment(text: str) -> dict[int, list[int]]:
@@ -246,6 +270,59 @@ def _topic_json(topic: TopicDescription, wanted) -> dict:
             if wanted(p)
         ],
     }
+
+
+# --- alter -----------------------------------------------------------------------------
+
+
+def _alter(args: argparse.Namespace) -> int:
+    if args.name is not None and args.topic_option is not None and args.name != args.topic_option:
+        raise CliError("give the topic once: as NAME or with --topic", exit_code=2)
+    name = args.name or args.topic_option
+    if name is None:
+        raise CliError("topics alter: name the topic (NAME or --topic)", exit_code=2)
+    if name in INTERNAL_TOPICS:  # as kafka-topics refuses it: groups map onto its partitions
+        raise CliError(
+            f"The number of partitions for the internal topics {', '.join(INTERNAL_TOPICS)} "
+            "cannot be changed.",
+            exit_code=2,
+        )
+    assignment = None
+    if args.replica_assignment is not None:
+        given = parse_replica_assignment(args.replica_assignment)
+        if len(given) != args.partitions:
+            raise CliError(
+                f"--replica-assignment lists {len(given)} partitions, --partitions asks for "
+                f"{args.partitions}",
+                exit_code=2,
+            )
+        assignment = given
+    bootstrap = bootstrap_of(args)
+
+    async def alter() -> TributaryError | None:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
+            assignments = None
+            if assignment is not None:
+                # As Kafka's TopicCommand: the list covers every partition; the existing
+                # partitions' entries are dropped.
+                described = await admin.describe_topics([name])
+                existing = len(described[0].partitions) if described else 0
+                added = [assignment[p] for p in sorted(assignment) if p >= existing]
+                assignments = {name: added}
+            return (
+                await admin.create_partitions({name: args.partitions}, assignments=assignments)
+            ).get(name)
+
+    print(
+        "WARNING: If partitions are increased for a topic that has a key, the partition logic "
+        "or ordering of the messages will be affected"
+    )
+    error = run_async(alter)
+    if error is not None:
+        if error.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise CliError(f"topic '{name}' does not exist")
+        raise CliError(f"Error while executing topic command : {error.message or error}")
+    return 0  # kafka-topics prints nothing more on success
 
 
 # --- delete ----------------------------------------------------------------------------

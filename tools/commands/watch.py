@@ -9,7 +9,7 @@ broker is reached at the first of its registered endpoints that accepts a connec
 host against the local cluster and against docker-compose (where only the EXTERNAL
 listener is reachable from the host). The pure half (tools/cluster/watch_view.py)
 builds the snapshot, diffs it against the previous one and renders the frame, which
-rich's `Live` redraws in place. Ctrl-C ends it with exit code 0.
+rich's `Live` redraws in place. Ctrl-C ends it with exit code 130.
 
 Consumer groups (unless `--no-groups`): in the same round as DescribeLogDirs, an admin
 client (client/admin.py, on the same connection pool, bootstrapped from the endpoints
@@ -311,7 +311,8 @@ def _watch(args) -> int:
             )
         except KeyboardInterrupt:  # Ctrl-C before our handler was installed
             pass
-    return 0
+    # The loop ends only on Ctrl-C: exit as a process ended by SIGINT does (128 + 2).
+    return 130
 
 
 # Columns given to a frame printed off a terminal: wider than any frame, so nothing wraps
@@ -368,6 +369,11 @@ def _describe_logged(record: dict) -> str:
         return f"broker {record.get('broker')} {kind.split('_', 1)[1]}"
     if kind in ("topic_created", "topic_deleted"):
         return f"topic {record.get('topic')} {kind.split('_', 1)[1]}"
+    if kind == "partitions_added":
+        return (
+            f"topic {record.get('topic')}: {record.get('added')} partition(s) added "
+            f"({record.get('partitions')} now)"
+        )
     detail = {k: v for k, v in record.items() if k not in ("ts", "controller", "epoch", "event")}
     return f"controller {record.get('controller')}: {kind}" + (f" {detail}" if detail else "")
 

@@ -1,0 +1,88 @@
+"""DelayedDeleteRecords: a DeleteRecords request waiting until every in-sync replica has
+moved its log start offset past the deleted records.
+
+How it works (Kafka's `DelayedDeleteRecords.scala`): the leader moved its own log start
+offset at once (`Partition.delete_records_on_leader`); followers learn it from their
+next fetch response and report their own log start offset in the fetch after that. The
+partition's *low watermark* is the smallest log start offset among the leader and its
+in-sync followers (`Partition.low_watermark_if_leader`; Kafka takes every live replica,
+Tributary the ISR, the replicas the HW already waits for). The operation is watched
+under each pending partition in the delete-records purgatory and re-checked after
+follower fetches, ISR changes and leadership changes. For each pending partition,
+`try_complete` decides:
+
+- Case A: this broker no longer hosts the partition -> UNKNOWN_TOPIC_OR_PARTITION;
+- Case B: this broker is no longer its leader -> NOT_LEADER_OR_FOLLOWER;
+- Case C: the low watermark reached the requested offset -> success, with it;
+- otherwise it keeps waiting; on expiry every pending partition answers
+  REQUEST_TIMED_OUT (the leader's log start offset has moved all the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.core.purgatory import DelayedOperation
+from client.protocol.errors import ErrorCode
+from client.protocol.types import TopicPartition
+
+
+@dataclass(slots=True)
+class DeleteRecordsResult:
+    error_code: ErrorCode
+    low_watermark: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DeleteRecordsStatus:
+    required_offset: int
+    result: DeleteRecordsResult
+    pending: bool = True
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    __slots__ = ("statuses", "_get_partition", "_respond")
+
+    def __init__(
+        self,
+        deadline_ms: int,
+        statuses: dict[TopicPartition, DeleteRecordsStatus],
+        get_partition: Callable[[TopicPartition], object | None],
+        respond: Callable[[dict[TopicPartition, DeleteRecordsResult]], None],
+    ):
+        super().__init__(deadline_ms)
+        self.statuses = statuses
+        self._get_partition = get_partition
+        self._respond = respond
+
+    def try_complete(self, now_ms: int) -> bool:
+        for tp, status in self.statuses.items():
+            if not status.pending:
+                continue
+            partition = self._get_partition(tp)
+            if partition is None:  # Case A
+                self._fail(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif not partition.is_leader:  # Case B
+                self._fail(status, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            else:
+                low = partition.low_watermark_if_leader()
+                if low >= status.required_offset:  # Case C
+                    status.pending = False
+                    status.result.low_watermark = low
+        return not any(s.pending for s in self.statuses.values())
+
+    def on_expiration(self) -> None:
+        for status in self.statuses.values():
+            if status.pending:
+                self._fail(status, ErrorCode.REQUEST_TIMED_OUT)
+
+    def on_complete(self) -> None:
+        self._respond({tp: s.result for tp, s in self.statuses.items()})
+
+    @staticmethod
+    def _fail(status: DeleteRecordsStatus, error: ErrorCode) -> None:
+        status.pending = False
+        status.result.error_code = error
+        status.result.low_watermark = -1
