@@ -19,4 +19,5 @@ COMMAND_MODULES: list[str] = [
     "dump_log",
     "log_dirs",
     "configs",
+    "verifiable",
 ]
