@@ -21,6 +21,7 @@ notifications older than 15 minutes; here they stay until the cluster is removed
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable
 
 import trio
@@ -33,6 +34,20 @@ from server_common.zk import ZkError
 
 log = logging.getLogger(__name__)
 
+# PLANTED BUG, for tests/chaos/test_planted_bug.py only: with the environment variable
+# TRIBUTARY_PLANTED_BUG=skip_min_isr (which only that test sets, on the brokers it starts)
+# every topic behaves as if min.insync.replicas were 1, so acks=all records are
+# acknowledged by a leader alone. The test proves the chaos checker catches the loss this
+# causes. Nothing else reads the variable; unset, this changes nothing.
+_PLANTED_BUG = os.environ.get("TRIBUTARY_PLANTED_BUG", "")
+
+
+def _with_planted_bug(config: LogConfig) -> LogConfig:
+    if _PLANTED_BUG == "skip_min_isr":
+        log.warning("PLANTED BUG skip_min_isr: min.insync.replicas ignored (tests only)")
+        return config.merged(min_insync_replicas=1)
+    return config
+
 
 class TopicConfigs:
     def __init__(
@@ -42,7 +57,7 @@ class TopicConfigs:
         on_loaded: Callable[[str, LogConfig], object] = lambda topic, config: None,
     ):
         self.gateway = gateway
-        self.default = default
+        self.default = _with_planted_bug(default)
         self.on_loaded = on_loaded
         self._configs: dict[str, LogConfig] = {}
 
@@ -50,6 +65,7 @@ class TopicConfigs:
         return self._configs.get(topic, self.default)
 
     def set(self, topic: str, config: LogConfig) -> None:
+        config = _with_planted_bug(config)
         self._configs[topic] = config
         self.on_loaded(topic, config)
 

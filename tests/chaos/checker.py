@@ -2,13 +2,14 @@
 hold, and the summary table every chaos run prints.
 
 How it works: `check(producer, consumer, replicas)` takes the verifiable producer's
-acknowledgements (value -> partition, offset), the verifiable consumer's records
-(partition, offset, value) and, optionally, each partition's replicas read from disk
+acknowledgements (value -> partition, offset), the records (partition, offset, value) of
+a verifiable consumer that read the whole log after healing, those a consumer read while
+the faults went on, and, optionally, each partition's replicas read from disk
 after healing (broker -> {offset: value}), and counts:
-- lost: acknowledged values never read by the consumer (must be 0);
+- lost: acknowledged values not in the healed log (must be 0);
 - offset disagreements: acknowledged values not read at the offset they were
-  acknowledged at, plus offsets read with two different values (a consumer saw the log
-  change under it);
+  acknowledged at, plus offsets read with two different values by either consumer (a
+  consumer saw the log change under it);
 - duplicates: values read at more than one offset (retries without idempotence write a
   record twice: reported, allowed unless the run is idempotent);
 - divergent: offsets below the replicas' common end at which two replicas of a partition
@@ -59,15 +60,21 @@ def check(
     acked: dict[str, tuple[int, int]],
     consumed: list[tuple[int, int, str]],
     *,
+    observed: list[tuple[int, int, str]] = (),
     failed: int = 0,
     replicas: dict[int, dict[int, dict[int, bytes | None]]] | None = None,
 ) -> Verdict:
+    """`consumed`: a full read of the healed log (what is there now); `observed`: what
+    consumers read while the faults went on (only checked for offsets read with two
+    different values)."""
     verdict = Verdict(acked=len(acked), failed=failed, consumed=len(consumed))
     at: dict[tuple[int, int], set[str]] = defaultdict(set)  # (partition, offset) -> values
     where: dict[str, set[tuple[int, int]]] = defaultdict(set)  # value -> positions read
     for partition, offset, value in consumed:
         at[(partition, offset)].add(value)
         where[value].add((partition, offset))
+    for partition, offset, value in observed:
+        at[(partition, offset)].add(value)
     for value, position in acked.items():
         if value not in where:
             verdict.lost.append(value)

@@ -7,8 +7,9 @@ reads the topic from the beginning throughout) and the producer, lets traffic fl
 and records in `window` when single-broker faults were active), lets traffic flow for
 `after_s`, stops the producer (SIGTERM: it flushes what is in flight), restores the
 cluster (links healed, everything running, full ISRs), waits until the consumer has read
-every acknowledged value (or stops making progress), stops it, reads every replica from
-disk and returns the `Verdict`. `idempotent` is passed to the producer as
+every acknowledged value (or stops making progress), stops it, reads the healed log
+from the beginning with a fresh consumer (the audit: what is there now), reads every
+replica from disk and returns the `Verdict`. `idempotent` is passed to the producer as
 `--enable-idempotence` / `--no-enable-idempotence` (None: the producer's default).
 """
 
@@ -89,20 +90,37 @@ def run_with_faults(
         time.sleep(after_s)
         producer.stop(timeout_s=90)
         cluster.restore([topic])
-        consumer.wait_for_values(list(producer.acked), consume_timeout_s)
+        consumer.wait_for_values(list(producer.acked), consume_timeout_s, idle_s=5)
     finally:
         if producer is not None:
             producer.stop(timeout_s=30)
         consumer.stop(timeout_s=20)
+    audit = read_everything(cluster, topic, producer.acked, log_dir / f"audit-{run}.log")
     replicas = {p: settled_replicas(cluster, topic, p) for p in range(partitions)}
     verdict = check(
-        producer.acked, consumer.records, failed=len(producer.failed), replicas=replicas
+        producer.acked,
+        audit.records,
+        observed=consumer.records,
+        failed=len(producer.failed),
+        replicas=replicas,
     )
     for ack_time, latency in producer.latencies:
         verdict.latencies_ms.append(latency)
         if window.contains(ack_time - latency / 1000):  # sent while a fault was active
             verdict.fault_latencies_ms.append(latency)
     return verdict
+
+
+def read_everything(cluster, topic: str, expected, log_path: Path, timeout_s: float = 60):
+    """A fresh verifiable consumer reading the healed log from the beginning, until it
+    has every expected value or reads nothing new for a few seconds."""
+    audit = VerifiableConsumer(cluster.state.bootstrap_servers, topic, log_path)
+    try:
+        audit.wait_for("partitions_assigned", 60)
+        audit.wait_for_values(list(expected), timeout_s, idle_s=4)
+    finally:
+        audit.stop(timeout_s=20)
+    return audit
 
 
 def settled_replicas(cluster: ChaosCluster, topic: str, partition: int, timeout_s: float = 20):
