@@ -25,6 +25,7 @@ from tests.chaos.scenario import make_topic, run_with_faults
 pytestmark = pytest.mark.integration
 
 SHORT_FAULT_S = 40.0
+FAULT_S = CHAOS_MINUTES * 60 if CHAOS_MINUTES > 0 else SHORT_FAULT_S
 _IDEMPOTENT_PRODUCER = "enable_idempotence" in inspect.signature(Producer.__init__).parameters
 
 
@@ -41,10 +42,11 @@ _IDEMPOTENT_PRODUCER = "enable_idempotence" in inspect.signature(Producer.__init
         ),
     ],
 )
+@pytest.mark.timeout(FAULT_S + 600)  # the faults, plus start-up, restoration and audit
 def test_seeded_random_faults(chaos_cluster, idempotent):
     cluster = chaos_cluster()
     topic = make_topic(cluster, "random", partitions=3)
-    duration = CHAOS_MINUTES * 60 if CHAOS_MINUTES > 0 else SHORT_FAULT_S
+    duration = FAULT_S
     nemesis = Nemesis(cluster, topic, CHAOS_SEED, duration)
     verdict = run_with_faults(
         cluster, topic, nemesis, before_s=2.0, after_s=3.0, idempotent=idempotent
@@ -60,5 +62,9 @@ def test_seeded_random_faults(chaos_cluster, idempotent):
     assert not verdict.lost, f"{verdict.problems()}; faults: {nemesis.log}"
     assert not verdict.offset_disagreements, f"{verdict.problems()}; faults: {nemesis.log}"
     assert not verdict.divergent, f"{verdict.problems()}; faults: {nemesis.log}"
+    if nemesis.counts["cut_link"]:
+        # The cuts took effect: the proxy held broker-to-broker connections silent.
+        assert cluster.proxy.held_connections > 0
+    assert not cluster.proxy.errors, cluster.proxy.errors
     if idempotent:
         assert verdict.duplicates == 0, verdict.problems()
