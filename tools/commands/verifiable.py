@@ -237,6 +237,7 @@ def _verifiable_producer(args: argparse.Namespace) -> int:
     async def send_all(producer, stop: trio.Event, acks: trio.Nursery) -> None:
         slots = trio.Semaphore(MAX_UNACKED)
         n = 0
+        first_send = time.monotonic()  # the rate counts from here, not from bootstrap
         while n < limit and not stop.is_set():
             key = None if args.repeating_keys is None else str(n % args.repeating_keys)
             value = _value(args, n)
@@ -259,7 +260,7 @@ def _verifiable_producer(args: argparse.Namespace) -> int:
             n += 1
             stats.sent = n
             if args.throughput > 0:
-                delay = started + n / args.throughput - time.monotonic()
+                delay = first_send + n / args.throughput - time.monotonic()
                 if delay > 0:
                     with trio.move_on_after(delay):
                         await stop.wait()
