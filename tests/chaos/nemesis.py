@@ -13,7 +13,8 @@ Fault kinds (all on real processes, by pid):
   session expires: brokers register again, a controller is elected again);
 - `cut_link`: cut the link between two brokers (the link proxy holds their connections
   silent) for 2-6 s, then heal it.
-Broker faults mark the `FaultWindow` (ack latency during single-broker faults).
+Broker faults mark the `FaultWindow` (ack latency during single-broker faults) from the
+fault until every partition has a live leader again.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from collections import Counter
 
 from tests.chaos.cluster import SESSION_TIMEOUT_S, ChaosCluster
-from tests.chaos.scenario import FaultWindow
+from tests.chaos.scenario import FaultWindow, wait_for_leaders
 
 KINDS = (
     "kill_broker",
@@ -76,6 +77,7 @@ class Nemesis:
         self.cluster.kill(name, signal.SIGKILL)
         self._hold(1, 4)
         self.cluster.start(name)
+        wait_for_leaders(self.cluster, self.topic)  # the outage is over
 
     def pause_long(self, window: FaultWindow) -> None:
         name = self._leader()
@@ -83,6 +85,7 @@ class Nemesis:
         self.cluster.pause(name)
         self._hold(SESSION_TIMEOUT_S + 1, SESSION_TIMEOUT_S + 3)
         self.cluster.resume(name)
+        wait_for_leaders(self.cluster, self.topic)  # the outage is over
 
     def pause_short(self, window: FaultWindow) -> None:
         name = self._leader()
@@ -90,6 +93,7 @@ class Nemesis:
         self.cluster.pause(name)
         self._hold(0.5, SESSION_TIMEOUT_S * 0.6)
         self.cluster.resume(name)
+        wait_for_leaders(self.cluster, self.topic)  # the outage is over
 
     def controlled_stop(self, window: FaultWindow) -> None:
         name = self._leader()
@@ -97,6 +101,7 @@ class Nemesis:
         self.cluster.stop(name)
         self._hold(1, 3)
         self.cluster.start(name)
+        wait_for_leaders(self.cluster, self.topic)  # the outage is over
 
     def kill_controller(self, window: FaultWindow) -> None:
         active = self.cluster.view().controller_id

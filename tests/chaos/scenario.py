@@ -48,6 +48,23 @@ class FaultWindow:
         return any(a <= t <= b for a, b in self.spans)
 
 
+def wait_for_leaders(cluster: ChaosCluster, topic: str, timeout_s: float = 60) -> None:
+    """Until every partition of `topic` is led by a registered broker again (the end of
+    the outage a broker fault causes)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            view = cluster.view()
+        except Exception:  # noqa: BLE001 - ZooKeeper unreachable: not yet
+            view = None
+        if view is not None:
+            parts = [p for p in view.partitions if p.topic == topic]
+            if parts and all(p.leader in view.brokers for p in parts):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"{topic}: partitions without a live leader after {timeout_s}s")
+
+
 def make_topic(cluster: ChaosCluster, name: str, partitions: int = 3, **config) -> str:
     create_topic(cluster, name, partitions, 3, **{"min.insync.replicas": 2, **config})
     cluster.restore([name])
@@ -111,13 +128,13 @@ def run_with_faults(
     return verdict
 
 
-def read_everything(cluster, topic: str, expected, log_path: Path, timeout_s: float = 60):
+def read_everything(cluster, topic: str, expected, log_path: Path):
     """A fresh verifiable consumer reading the healed log from the beginning, until it
-    has every expected value or reads nothing new for a few seconds."""
+    has every expected value or reads nothing new for 10 s."""
     audit = VerifiableConsumer(cluster.state.bootstrap_servers, topic, log_path)
     try:
         audit.wait_for("partitions_assigned", 60)
-        audit.wait_for_values(list(expected), timeout_s, idle_s=4)
+        audit.wait_for_values(list(expected), 60 + len(expected) / 1000, idle_s=10)
     finally:
         audit.stop(timeout_s=20)
     return audit

@@ -19,7 +19,7 @@ import pytest
 
 from tests.chaos.checker import Summary
 from tests.chaos.conftest import record_summary
-from tests.chaos.scenario import make_topic, run_with_faults
+from tests.chaos.scenario import make_topic, run_with_faults, wait_for_leaders
 
 pytestmark = pytest.mark.integration
 
@@ -60,6 +60,7 @@ def test_replication_matrix_cell(shared_chaos_cluster, mode, target):
         name = target_process(cluster, topic, target)
         window.begin()
         inject(cluster, name, mode)
+        wait_for_leaders(cluster, topic)  # the window ends when the outage does
         SUMMARY.faults[f"{mode}:{target}"] += 1
 
     verdict = run_with_faults(cluster, topic, fault, before_s=2.0, after_s=3.0)
