@@ -8,7 +8,8 @@ their common end. Duplicates (retries without idempotence) are reported, not fai
 
 A shutdown stops the process and leaves it stopped while traffic goes on; a bounce stops
 it and starts it again at once. Clean is SIGTERM (a broker's controlled shutdown), hard
-is SIGKILL.
+is SIGKILL. One more cell cuts the link between the leader and a follower through the
+link proxy (a network partition between two brokers).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from tests.chaos.checker import Summary
 from tests.chaos.conftest import record_summary
 from tests.chaos.scenario import make_topic, run_with_faults, wait_for_leaders
+from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -69,3 +71,28 @@ def test_replication_matrix_cell(shared_chaos_cluster, mode, target):
     assert not verdict.lost, verdict.problems()
     assert not verdict.offset_disagreements, verdict.problems()
     assert not verdict.divergent, verdict.problems()
+
+
+def test_cut_link_drops_the_follower_from_the_isr_until_healed(shared_chaos_cluster):
+    """The link proxy really partitions replication: with the link between the leader of
+    partition 0 and one follower cut, that follower leaves the ISR (acks=all goes on
+    with the other two); healed, it catches up and rejoins, and nothing is lost."""
+    cluster = shared_chaos_cluster
+    topic = make_topic(cluster, "matrix-cut-link")
+    seen: dict[str, object] = {}
+
+    def fault(window):
+        state = cluster.partition(topic, 0)
+        follower = next(b for b in state.replicas if b != state.leader)
+        window.begin()
+        cluster.proxy.cut(state.leader, follower)
+        wait_until(lambda: follower not in cluster.partition(topic, 0).isr, 30, 0.2)
+        seen["isr during the cut"] = cluster.partition(topic, 0).isr
+        cluster.proxy.heal(state.leader, follower)
+        SUMMARY.faults["cut_link:leader-follower"] += 1
+
+    verdict = run_with_faults(cluster, topic, fault, before_s=2.0, after_s=2.0)
+    SUMMARY.add("cut link leader-follower", verdict)
+    assert len(seen["isr during the cut"]) == 2
+    assert verdict.acked > 0 and not verdict.lost, verdict.problems()
+    assert not verdict.offset_disagreements and not verdict.divergent, verdict.problems()
