@@ -21,4 +21,5 @@ COMMAND_MODULES: list[str] = [
     "configs",
     "delete_records",
     "perf",
+    "verifiable",
 ]

@@ -1,0 +1,88 @@
+"""The checker can fail: a planted bug must be caught.
+
+The scenario (the reason min.insync.replicas exists): a topic with RF 3,
+min.insync.replicas=2 and unclean leader election allowed; an acks=all producer and a
+consumer run while both followers of partition 0 are frozen (SIGSTOP) until the ISR has
+shrunk to the leader alone; then the leader dies (SIGKILL) and the followers wake up, so
+the controller must elect one of them uncleanly.
+
+- Without the bug the leader refuses acks=all writes while its ISR is below 2
+  (NOT_ENOUGH_REPLICAS), so every acknowledged record is on the followers too: the
+  checker reports nothing lost.
+- With TRIBUTARY_PLANTED_BUG=skip_min_isr on the brokers (broker/topic_configs.py, the
+  only place that reads it) the leader acknowledges writes alone; they die with it and
+  the checker must report them lost.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.chaos.checker import Summary
+from tests.chaos.conftest import record_summary
+from tests.chaos.scenario import make_topic, run_with_faults
+from tests.integration.helpers import wait_until
+
+pytestmark = pytest.mark.integration
+
+SUMMARY = Summary("planted bug (skip_min_isr) against the checker")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_summary():
+    yield
+    if SUMMARY.rows:
+        record_summary(SUMMARY)
+
+
+def leader_alone_then_dies(cluster, topic):
+    def fault(window):
+        state = cluster.partition(topic, 0)
+        leader = state.leader
+        followers = [b for b in state.replicas if b != leader]
+        for b in followers:
+            cluster.pause(f"broker-{b}")
+        wait_until(
+            lambda: (
+                cluster.partition(topic, 0).isr == (leader,)
+                or list(cluster.partition(topic, 0).isr) == [leader]
+            ),
+            30,
+            0.2,
+        )
+        time.sleep(2.0)  # acks=all writes meet an ISR of one
+        cluster.kill(f"broker-{leader}", signal.SIGKILL)
+        for b in followers:
+            cluster.resume(f"broker-{b}")
+        # The controller elects a follower uncleanly (the leader was the whole ISR).
+        wait_until(lambda: cluster.partition(topic, 0).leader in followers, 60, 0.2)
+        SUMMARY.faults["freeze_followers+kill_leader"] += 1
+
+    return fault
+
+
+@pytest.mark.parametrize("bug", [None, "skip_min_isr"])
+def test_checker_catches_planted_bug(chaos_cluster, bug):
+    cluster = chaos_cluster(env={"TRIBUTARY_PLANTED_BUG": bug} if bug else None)
+    topic = make_topic(
+        cluster, "planted", partitions=1, **{"unclean.leader.election.enable": "true"}
+    )
+    verdict = run_with_faults(
+        cluster,
+        topic,
+        leader_alone_then_dies(cluster, topic),
+        before_s=1.5,
+        after_s=2.0,
+        throughput=100,
+        partitions=1,
+        consume_timeout_s=30,
+    )
+    SUMMARY.add(f"planted bug: {bug or 'none'}", verdict)
+    assert verdict.acked > 0
+    if bug is None:
+        assert not verdict.lost, verdict.problems()
+    else:
+        assert verdict.lost, "the checker missed the planted bug: nothing reported lost"
