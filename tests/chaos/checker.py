@@ -35,6 +35,7 @@ class Verdict:
     divergent: list[str] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     fault_latencies_ms: list[float] = field(default_factory=list)
+    lost_in_fault_window: list[str] = field(default_factory=list)  # acked during a fault
 
     def ok(self, *, idempotent: bool = False) -> bool:
         clean = not (self.lost or self.offset_disagreements or self.divergent)

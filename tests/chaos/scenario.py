@@ -121,6 +121,9 @@ def run_with_faults(
         failed=len(producer.failed),
         replicas=replicas,
     )
+    verdict.lost_in_fault_window = [
+        v for v in verdict.lost if window.contains(producer.ack_times.get(v, -1.0))
+    ]
     for ack_time, latency in producer.latencies:
         verdict.latencies_ms.append(latency)
         if window.contains(ack_time - latency / 1000):  # sent while a fault was active

@@ -133,6 +133,7 @@ class VerifiableProducer(ToolProcess):
         linger_ms: int = 5,
     ):
         self.acked: dict[str, tuple[int, int]] = {}  # value -> (partition, offset)
+        self.ack_times: dict[str, float] = {}  # value -> wall-clock time of its ack
         self.latencies: list[tuple[float, float]] = []  # (ack wall time s, latency ms)
         self.failed: dict[str, str] = {}
         args = [
@@ -166,6 +167,7 @@ class VerifiableProducer(ToolProcess):
         name = event.get("name")
         if name == "producer_send_success":
             self.acked[event["value"]] = (event["partition"], event["offset"])
+            self.ack_times[event["value"]] = event["timestamp"] / 1000
             self.latencies.append((event["timestamp"] / 1000, event.get("latency_ms", 0.0)))
         elif name == "producer_send_error":
             self.failed[event["value"]] = f"{event.get('exception')}: {event.get('message')}"
