@@ -57,6 +57,18 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buffer += data
 
+    def incomplete_frame(self) -> tuple[int, int] | None:
+        """(frame size with its prefix, bytes of it buffered) for the next frame when its
+        length is known but its body is not all in; None otherwise. A server reserves
+        that size (a memory pool) before it reads more, and reads no further than the
+        frame's end."""
+        available = len(self._buffer) - self._start
+        if available < PREFIX_BYTES:
+            return None
+        (length,) = LENGTH_PREFIX.unpack_from(self._buffer, self._start)
+        total = PREFIX_BYTES + length
+        return (total, available) if available < total else None
+
     def next_frame(self) -> bytes | None:
         """The next complete frame body, or None until more bytes arrive.
 

@@ -1,0 +1,495 @@
+"""Hostile connections against real broker processes: the connection and memory bounds
+of issue 13 (`max.connections`, `max.connections.per.ip(.overrides)`,
+`connections.max.idle.ms`, `queued.max.request.bytes`).
+
+The cluster: two brokers and a controller on a real ZooKeeper, with a dedicated
+inter-broker listener (INTERNAL; clients use PLAINTEXT and KAFKA, which are bounded).
+Every broker runs under an address-space cap (`RLIMIT_AS`, set with prlimit on its pid)
+so a bound that failed would kill that broker, not the machine. After each hostile case
+a normal produce (acks=all, so the follower's fetches on INTERNAL are needed) and fetch
+go through the same broker, and its RSS before and after is printed (`-s` shows it).
+No timed assertions: "answered at all" has a generous bound; latencies are printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import socket
+import struct
+import time
+
+import pytest
+import trio
+
+from client.connection import open_connection
+from client.protocol import messages as m
+from client.protocol.errors import ErrorCode
+from client.protocol.records import Record, build_batch, iter_batches
+from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.helpers import create_topic, partition_state, wait_until
+from tools.cluster.launcher import LocalCluster
+
+MiB = 1024 * 1024
+POOL = 256 * MiB  # queued.max.request.bytes: the default
+MAX_CONNECTIONS = 2100
+IDLE_CONNECTIONS = 2000
+PER_IP_LIMIT = 5
+LIMITED_IP = "127.0.0.2"  # all of 127/8 is loopback: a second client address
+ANSWER_BOUND_S = 30.0  # "answered at all", not a speed requirement
+AS_HEADROOM = 2 * 1024 * MiB  # address space a broker may add to what it has at start
+TOPIC = "bounds"
+
+pytestmark = pytest.mark.integration
+
+
+# -- process helpers -------------------------------------------------------------------
+def proc_status_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
+def rss_mib(pid: int) -> float:
+    return proc_status_kib(pid, "VmRSS") / 1024
+
+
+def cap_address_space(pid: int) -> int:
+    """Cap `pid`'s address space at its current size plus AS_HEADROOM (prlimit --as)."""
+    cap = proc_status_kib(pid, "VmSize") * 1024 + AS_HEADROOM
+    resource.prlimit(pid, resource.RLIMIT_AS, (cap, cap))
+    return cap
+
+
+def raise_own_open_files(wanted: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        if hard < wanted:
+            pytest.skip(f"needs {wanted} open files, the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def connect_raw(port: int, source: str | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if source is not None:
+        sock.bind((source, 0))
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+def closed_by_peer(sock: socket.socket, wait_s: float) -> bool:
+    """True if the peer closes `sock` within `wait_s` (EOF or reset), False if it stays
+    open and silent that long."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+# -- normal client traffic -------------------------------------------------------------
+async def normal_requests(port: int, topic: str, label: str) -> dict[str, float]:
+    """Metadata, an acks=all produce and a fetch of what it wrote, each timed, over a
+    new connection to `port`."""
+    timings: dict[str, float] = {}
+    value = f"{label}-{time.time()}".encode()
+    with trio.fail_after(ANSWER_BOUND_S * 3):
+        started = time.perf_counter()
+        async with open_connection("127.0.0.1", port) as conn:
+            timings["connect"] = time.perf_counter() - started
+            started = time.perf_counter()
+            metadata = await conn.request(m.MetadataRequest(topics=[topic]))
+            timings["metadata"] = time.perf_counter() - started
+            assert metadata.topics[0].error_code == ErrorCode.NONE
+            started = time.perf_counter()
+            batch = build_batch([Record(None, value, int(time.time() * 1000))])
+            produced = await conn.request(
+                m.ProduceRequest(
+                    acks=-1,
+                    timeout_ms=20_000,
+                    topics=[
+                        m.ProduceTopic(
+                            name=topic,
+                            partitions=[m.ProducePartition(partition=0, records=batch)],
+                        )
+                    ],
+                ),
+                timeout_s=ANSWER_BOUND_S,
+            )
+            timings["produce"] = time.perf_counter() - started
+            part = produced.topics[0].partitions[0]
+            assert part.error_code == ErrorCode.NONE, ErrorCode.from_code(part.error_code)
+            started = time.perf_counter()
+            fetched = await conn.request(
+                m.FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=1 << 20,
+                    topics=[
+                        m.FetchTopic(
+                            topic=topic,
+                            partitions=[
+                                m.FetchPartition(
+                                    partition=0,
+                                    fetch_offset=part.base_offset,
+                                    partition_max_bytes=1 << 20,
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                timeout_s=ANSWER_BOUND_S,
+            )
+            timings["fetch"] = time.perf_counter() - started
+            fpart = fetched.topics[0].partitions[0]
+            assert fpart.error_code == ErrorCode.NONE
+            assert list(iter_batches(fpart.records)), "the record just produced was not fetched"
+    return timings
+
+
+def check_normal_traffic(cluster: LocalCluster, broker: int, label: str) -> dict[str, float]:
+    timings = trio.run(normal_requests, cluster.process(f"broker-{broker}").port, TOPIC, label)
+    print(f"[{label}] normal client after: " + _fmt_ms(timings))
+    return timings
+
+
+def _fmt_ms(timings: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items())
+
+
+# -- the cluster -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory):
+    """(cluster, leader id, follower id): the leader of `bounds`-0 is the target."""
+    raise_own_open_files(MAX_CONNECTIONS + 500)
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("bounds"),
+        brokers=2,
+        controllers=1,
+        base_port=None,
+        internal_listener=True,
+        broker_overrides={
+            **TEST_BROKER_SETTINGS,
+            "max.connections": MAX_CONNECTIONS,
+            "max.connections.per.ip.overrides": f"{LIMITED_IP}:{PER_IP_LIMIT}",
+            "queued.max.request.bytes": POOL,
+        },
+        controller_overrides=TEST_CONTROLLER_SETTINGS,
+    )
+    try:
+        cluster.up(timeout_s=60)
+        for broker in (1, 2):
+            cap = cap_address_space(cluster.process(f"broker-{broker}").pid)
+            print(f"broker-{broker}: address space capped at {cap / MiB:.0f} MiB")
+        create_topic(cluster, TOPIC, 1, 2, **{"min.insync.replicas": 2})
+        state = wait_until(
+            lambda: (s := partition_state(cluster, TOPIC, 0)) and len(s.isr) == 2 and s, 30
+        )
+        leader = state.leader
+        yield cluster, leader, 3 - leader
+    finally:
+        cluster.down(timeout_s=20)
+
+
+@contextlib.contextmanager
+def rss_report(pid: int, label: str):
+    before = rss_mib(pid)
+    yield
+    print(f"[{label}] broker RSS before {before:.0f} MiB, after {rss_mib(pid):.0f} MiB")
+
+
+# -- the cases -------------------------------------------------------------------------
+def test_two_thousand_idle_connections_leave_the_broker_serving(bounded):
+    cluster, leader, _ = bounded
+    info = cluster.process(f"broker-{leader}")
+    label = "2000 idle connections"
+    with rss_report(info.pid, label):
+        idle: list[socket.socket] = []
+        try:
+            started = time.perf_counter()
+            for _ in range(IDLE_CONNECTIONS):
+                idle.append(connect_raw(info.port))
+            print(f"[{label}] opened in {time.perf_counter() - started:.2f} s")
+            timings = trio.run(normal_requests, info.port, TOPIC, label)
+            print(f"[{label}] normal client while they are open: " + _fmt_ms(timings))
+            # Nobody was turned away or parked: every idle connection is still open.
+            assert sum(still_open(sock) for sock in idle) == IDLE_CONNECTIONS
+        finally:
+            for sock in idle:
+                sock.close()
+    check_normal_traffic(cluster, leader, label)
+
+
+def test_connections_past_max_connections_are_closed_at_once_and_replication_goes_on(
+    bounded,
+):
+    cluster, leader, follower = bounded
+    info = cluster.process(f"broker-{leader}")
+    label = "max.connections reached"
+    with rss_report(info.pid, label):
+
+        async def scenario() -> None:
+            async with open_connection("127.0.0.1", info.port) as client:
+                held: list[socket.socket] = []
+                try:
+                    # Fill every client slot (the client above holds one).
+                    while True:
+                        sock = connect_raw(info.port)
+                        held.append(sock)
+                        if len(held) >= MAX_CONNECTIONS - 1:
+                            break
+                    extra = connect_raw(info.port)
+                    held.append(extra)
+                    # Closed at once rather than left silent (the bound is generous).
+                    assert await trio.to_thread.run_sync(closed_by_peer, extra, ANSWER_BOUND_S)
+                    # Replication and the controller use INTERNAL, which is not counted:
+                    # an acks=all produce needs the follower's fetches, and a new topic
+                    # needs the controller's LeaderAndIsr/UpdateMetadata on both brokers.
+                    await _produce_acks_all(client)
+                    await client.request(
+                        m.CreateTopicsRequest(
+                            topics=[
+                                m.CreateTopicsTopic(
+                                    name="bounds-new",
+                                    num_partitions=2,
+                                    replication_factor=2,
+                                    configs=[],
+                                )
+                            ],
+                            timeout_ms=20_000,
+                        ),
+                        timeout_s=ANSWER_BOUND_S,
+                    )
+                    with trio.fail_after(ANSWER_BOUND_S):
+                        while True:
+                            meta = await client.request(m.MetadataRequest(topics=["bounds-new"]))
+                            parts = meta.topics[0].partitions if meta.topics else []
+                            if len(parts) == 2 and all(p.leader >= 0 for p in parts):
+                                break
+                            await trio.sleep(0.2)
+                finally:
+                    for sock in held:
+                        sock.close()
+
+        trio.run(scenario)
+    assert (
+        partition_state(cluster, TOPIC, 0).isr
+        and follower in partition_state(cluster, TOPIC, 0).isr
+    )
+    wait_until(lambda: _accepts(info.port), ANSWER_BOUND_S)  # slots come back
+    check_normal_traffic(cluster, leader, label)
+
+
+async def _produce_acks_all(conn) -> None:
+    batch = build_batch([Record(None, b"while-full", int(time.time() * 1000))])
+    response = await conn.request(
+        m.ProduceRequest(
+            acks=-1,
+            timeout_ms=20_000,
+            topics=[
+                m.ProduceTopic(
+                    name=TOPIC, partitions=[m.ProducePartition(partition=0, records=batch)]
+                )
+            ],
+        ),
+        timeout_s=ANSWER_BOUND_S,
+    )
+    code = response.topics[0].partitions[0].error_code
+    assert code == ErrorCode.NONE, ErrorCode.from_code(code)
+
+
+def _accepts(port: int) -> bool:
+    sock = connect_raw(port)
+    try:
+        return not closed_by_peer(sock, 0.5)
+    finally:
+        sock.close()
+
+
+def test_per_ip_limit_closes_the_next_connection_at_once(bounded):
+    cluster, leader, _ = bounded
+    info = cluster.process(f"broker-{leader}")
+    label = "per-ip limit"
+    with rss_report(info.pid, label):
+        allowed = [connect_raw(info.port, LIMITED_IP) for _ in range(PER_IP_LIMIT)]
+        try:
+            for sock in allowed:  # served: each gets an answer
+                _api_versions_raw(sock)
+            extra = connect_raw(info.port, LIMITED_IP)
+            assert closed_by_peer(extra, ANSWER_BOUND_S), "connection N+1 was left silent"
+            extra.close()
+            # Other addresses are not affected.
+            trio.run(normal_requests, info.port, TOPIC, label)
+            # A slot freed is a slot usable again.
+            allowed.pop().close()
+
+            def reconnected() -> bool:
+                sock = connect_raw(info.port, LIMITED_IP)
+                try:
+                    _api_versions_raw(sock)
+                    return True
+                except (OSError, AssertionError):
+                    return False
+                finally:
+                    sock.close()
+
+            wait_until(reconnected, ANSWER_BOUND_S, interval_s=0.2)
+        finally:
+            for sock in allowed:
+                sock.close()
+    check_normal_traffic(cluster, leader, label)
+
+
+def _api_versions_raw(sock: socket.socket) -> None:
+    import msgpack
+
+    from client.protocol.framing import encode_frame
+
+    api_key = 18  # ApiVersions
+    sock.settimeout(ANSWER_BOUND_S)
+    sock.sendall(encode_frame(msgpack.packb([api_key, 0, 1, "bounds", {}])))
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError("closed instead of answering ApiVersions")
+        data += chunk
+
+
+def test_huge_frames_wait_for_the_pool_and_the_broker_stays_within_it(bounded):
+    """50 connections (half native, half Kafka protocol) each announce a 100 MiB frame
+    and send its body in small pieces; the pool admits two at a time, the others are
+    not read. Meanwhile a normal client is served, and RSS stays within the pool."""
+    cluster, leader, _ = bounded
+    info = cluster.process(f"broker-{leader}")
+    label = "50 x 100 MiB frames"
+    frame_bytes = 100 * MiB
+    piece = bytes(256 * 1024)
+    duration_s = 12.0
+    baseline = rss_mib(info.pid)
+    samples: list[float] = []
+    sent: list[int] = []
+
+    async def attacker(port: int) -> None:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        total = 0
+        try:
+            await stream.send_all(struct.pack(">I", frame_bytes))
+            while total < frame_bytes:
+                await stream.send_all(piece)
+                total += len(piece)
+                await trio.sleep(0.02)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # a completed garbage frame closes the connection
+        finally:
+            sent.append(total)
+            await stream.aclose()
+
+    async def sample_rss() -> None:
+        while True:
+            samples.append(rss_mib(info.pid))
+            await trio.sleep(0.2)
+
+    async def scenario() -> dict[str, float]:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sample_rss)
+            with trio.move_on_after(duration_s):
+                async with trio.open_nursery() as attackers:
+                    for i in range(50):
+                        port = info.port if i % 2 == 0 else info.kafka_port
+                        attackers.start_soon(attacker, port)
+                    await trio.sleep(2.0)  # the flood is on
+                    timings = await normal_requests(info.port, TOPIC, label)
+                    await trio.sleep_forever()
+            nursery.cancel_scope.cancel()
+        return timings
+
+    timings = trio.run(scenario)
+    peak = max(samples)
+    after = rss_mib(info.pid)
+    print(
+        f"[{label}] normal client during the flood: {_fmt_ms(timings)}; "
+        f"offered {sum(sent) / MiB:.0f} MiB over {len(sent)} connections; broker RSS "
+        f"before {baseline:.0f} MiB, peak {peak:.0f} MiB, after {after:.0f} MiB "
+        f"(pool {POOL / MiB:.0f} MiB)"
+    )
+    # Without the pool every connection would buffer what it was sent (GBs here).
+    # The margin is for the broker's own memory and the copy made as a frame is decoded.
+    assert peak < baseline + POOL / MiB + 256, (baseline, peak)
+    check_normal_traffic(cluster, leader, label)
+
+
+def test_idle_connections_are_closed(tmp_path):
+    idle_ms = 1500
+    cluster = LocalCluster(
+        tmp_path,
+        brokers=1,
+        controllers=1,
+        base_port=None,
+        broker_overrides={**TEST_BROKER_SETTINGS, "connections.max.idle.ms": idle_ms},
+        controller_overrides=TEST_CONTROLLER_SETTINGS,
+    )
+    try:
+        cluster.up(timeout_s=60)
+        info = cluster.process("broker-1")
+        cap_address_space(info.pid)
+        create_topic(cluster, TOPIC, 1, 1)
+        label = "idle timeout"
+        with rss_report(info.pid, label):
+            quiet = connect_raw(info.port)
+            quiet_kafka = connect_raw(info.kafka_port)
+            started = time.perf_counter()
+            assert closed_by_peer(quiet, ANSWER_BOUND_S), "an idle connection stayed open"
+            assert closed_by_peer(quiet_kafka, ANSWER_BOUND_S)
+            print(
+                f"[{label}] idle connections closed after {time.perf_counter() - started:.1f}"
+                f" s (connections.max.idle.ms={idle_ms})"
+            )
+            quiet.close()
+            quiet_kafka.close()
+
+            # A connection waiting for a long-poll answer is not idle.
+            async def long_poll() -> None:
+                async with open_connection("127.0.0.1", info.port) as conn:
+                    response = await conn.request(
+                        m.FetchRequest(
+                            replica_id=-1,
+                            max_wait_ms=idle_ms * 2,
+                            min_bytes=1 << 20,
+                            max_bytes=1 << 20,
+                            topics=[
+                                m.FetchTopic(
+                                    topic=TOPIC,
+                                    partitions=[
+                                        m.FetchPartition(
+                                            partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                                        )
+                                    ],
+                                )
+                            ],
+                        ),
+                        timeout_s=ANSWER_BOUND_S,
+                    )
+                    assert response.topics[0].partitions[0].error_code == ErrorCode.NONE
+
+            trio.run(long_poll)
+            timings = trio.run(normal_requests, info.port, TOPIC, label)
+            print(f"[{label}] normal client after: " + _fmt_ms(timings))
+    finally:
+        cluster.down(timeout_s=20)
