@@ -136,6 +136,7 @@ class BrokerServer:
             _resolve_overrides(config.max_connections_per_ip_overrides),
         )
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
         self.bound_ports: dict[str, int] = {}
         self.metrics_port: int | None = None
@@ -144,6 +145,28 @@ class BrokerServer:
         self._events: JsonLinesFile | None = None
         self._shutdown_requested = trio.Event()
         self.stopped = trio.Event()
+
+    def _register_bound_metrics(self) -> None:
+        """Kafka's MemoryPoolAvailable/connection-count/refused figures, read when scraped."""
+        limits, pool = self.connection_limits, self.memory_pool
+        self.metrics.gauge(
+            "client_connections", "open connections on client listeners", lambda: limits.count
+        )
+        self.metrics.counter_of(
+            "connections_refused_total",
+            "client connections closed at once for max.connections / max.connections.per.ip",
+            lambda: limits.refused,
+        )
+        self.metrics.gauge(
+            "request_memory_pool_used_bytes",
+            "request bytes reserved from queued.max.request.bytes",
+            lambda: pool.used,
+        )
+        self.metrics.gauge(
+            "request_memory_pool_waiting",
+            "client connections waiting for request memory (reading nothing meanwhile)",
+            lambda: pool.waiting,
+        )
 
     # -- wiring --------------------------------------------------------------------
     def open_storage(self) -> None:
