@@ -17,6 +17,7 @@ import contextlib
 import socket
 import struct
 import time
+import urllib.request
 
 import msgpack
 import pytest
@@ -154,27 +155,7 @@ def test_connections_past_max_connections_are_closed_at_once_and_replication_goe
                     # an acks=all produce needs the follower's fetches, and a new topic
                     # needs the controller's LeaderAndIsr/UpdateMetadata on both brokers.
                     await _produce_acks_all(client)
-                    await client.request(
-                        m.CreateTopicsRequest(
-                            topics=[
-                                m.CreateTopicsTopic(
-                                    name="bounds-new",
-                                    num_partitions=2,
-                                    replication_factor=2,
-                                    configs=[],
-                                )
-                            ],
-                            timeout_ms=20_000,
-                        ),
-                        timeout_s=ANSWER_BOUND_S,
-                    )
-                    with trio.fail_after(ANSWER_BOUND_S):
-                        while True:
-                            meta = await client.request(m.MetadataRequest(topics=["bounds-new"]))
-                            parts = meta.topics[0].partitions if meta.topics else []
-                            if len(parts) == 2 and all(p.leader >= 0 for p in parts):
-                                break
-                            await trio.sleep(0.2)
+                    await _create_topic_and_wait_for_leaders(client, "bounds-new")
                 finally:
                     for sock in held:
                         sock.close()
@@ -285,6 +266,103 @@ def test_huge_frames_wait_for_the_pool_and_the_broker_stays_within_it(bounded):
     # The margin is for the broker's own memory and the copy made as a frame is decoded.
     assert peak < baseline + POOL / MiB + 256, (baseline, peak)
     check_normal_traffic(cluster, leader, label)
+
+
+def _metric(info, name: str) -> float:
+    url = f"http://127.0.0.1:{info.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(f"tributary_{name} "):
+                return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def test_replication_and_the_controller_go_on_while_clients_exhaust_the_pool(bounded):
+    """Three stalled frames reserve the whole pool of the leader. A client request
+    bigger than a small read waits; an acks=all produce (the follower's fetches) and a
+    new topic (the controller's LeaderAndIsr and UpdateMetadata) go through INTERNAL."""
+    cluster, leader, follower = bounded
+    info = cluster.process(f"broker-{leader}")
+    label = "pool exhausted"
+    sizes = [100 * MiB, 100 * MiB, POOL - 200 * MiB - 12]  # 3 prefixes: exactly the pool
+
+    async def scenario() -> None:
+        async with open_connection("127.0.0.1", info.port) as client:
+            stalled = []
+            try:
+                for size in sizes:
+                    stream = await trio.open_tcp_stream("127.0.0.1", info.port)
+                    stalled.append(stream)
+                    await stream.send_all(struct.pack(">I", size) + bytes(64 * 1024))
+                with trio.fail_after(ANSWER_BOUND_S):
+                    while _metric(info, "request_memory_pool_used_bytes") < POOL:
+                        await trio.sleep(0.1)
+                # A 200 KiB produce from a client must wait for memory...
+                big = build_batch([Record(None, bytes(200 * 1024), int(time.time() * 1000))])
+                waiting_result: list = []
+
+                async def big_produce() -> None:
+                    async with open_connection("127.0.0.1", info.port) as conn:
+                        waiting_result.append(await _produce(conn, big))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(big_produce)
+                    with trio.fail_after(ANSWER_BOUND_S):
+                        while _metric(info, "request_memory_pool_waiting") < 1:
+                            await trio.sleep(0.1)
+                    assert not waiting_result
+                    # ...while replication and the controller go on (small requests from
+                    # a client fit in one read and never wait either).
+                    await _produce_acks_all(client)
+                    await _create_topic_and_wait_for_leaders(client, "bounds-pool")
+                    assert follower in partition_state(cluster, TOPIC, 0).isr
+                    # Freed memory lets the waiting produce in.
+                    for stream in stalled:
+                        await stream.aclose()
+                    stalled.clear()
+                assert waiting_result == [ErrorCode.NONE]
+            finally:
+                for stream in stalled:
+                    await stream.aclose()
+
+    with rss_report(info.pid, label):
+        trio.run(scenario)
+    check_normal_traffic(cluster, leader, label)
+
+
+async def _produce(conn, batch: bytes) -> ErrorCode:
+    response = await conn.request(
+        m.ProduceRequest(
+            acks=-1,
+            timeout_ms=20_000,
+            topics=[
+                m.ProduceTopic(
+                    name=TOPIC, partitions=[m.ProducePartition(partition=0, records=batch)]
+                )
+            ],
+        ),
+        timeout_s=ANSWER_BOUND_S * 2,
+    )
+    return ErrorCode.from_code(response.topics[0].partitions[0].error_code)
+
+
+async def _create_topic_and_wait_for_leaders(client, name: str) -> None:
+    await client.request(
+        m.CreateTopicsRequest(
+            topics=[
+                m.CreateTopicsTopic(name=name, num_partitions=2, replication_factor=2, configs=[])
+            ],
+            timeout_ms=20_000,
+        ),
+        timeout_s=ANSWER_BOUND_S,
+    )
+    with trio.fail_after(ANSWER_BOUND_S):
+        while True:
+            meta = await client.request(m.MetadataRequest(topics=[name]))
+            parts = meta.topics[0].partitions if meta.topics else []
+            if len(parts) == 2 and all(p.leader >= 0 for p in parts):
+                return
+            await trio.sleep(0.2)
 
 
 def test_idle_connections_are_closed(tmp_path):
