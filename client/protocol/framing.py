@@ -7,7 +7,8 @@ cursor. The consumed prefix is dropped only when it is large relative to the buf
 many small frames cost O(total bytes) and a huge frame arriving in small pieces is
 appended, not re-copied, on every `feed()` (no quadratic behaviour either way). A length
 over the limit raises `FrameTooLargeError` as soon as its 4 bytes are in, before any body
-is buffered for it.
+is buffered for it. `incomplete_frame()` tells a server the size of a frame whose body is
+still coming, so it can reserve that much memory before reading more of it.
 """
 
 from __future__ import annotations

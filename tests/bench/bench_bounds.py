@@ -21,7 +21,7 @@ import time
 import trio
 
 from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
-from tests.integration.helpers import create_topic
+from tests.integration.helpers import create_topic, partition_state
 from tests.support.hostile import (
     MiB,
     cap_address_space,
@@ -71,8 +71,6 @@ def main() -> None:
 
 
 def run(cluster: LocalCluster) -> None:
-    from tests.integration.helpers import partition_state
-
     leader = partition_state(cluster, TOPIC, 0).leader
     info = cluster.process(f"broker-{leader}")
     trio.run(normal_requests, info.port, TOPIC, "warm-up")
