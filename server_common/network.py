@@ -265,7 +265,8 @@ async def serve_connection(
                     if total > held:
                         # Reserve the whole frame before buffering more of it; while the
                         # pool has no room, nothing more is read from this peer.
-                        await pool.reserve(total - held)
+                        if not pool.try_reserve(total - held):
+                            await pool.reserve(total - held)
                         held = total
                     size = min(READ_CHUNK, total - buffered)  # no further than its end
                 data = await stream.receive_some(size)
