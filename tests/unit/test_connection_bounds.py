@@ -11,6 +11,7 @@ import pytest
 import trio
 import trio.testing
 
+from broker.config import BrokerConfig
 from client.protocol.framing import FrameDecoder, encode_frame
 from server_common.connection_limits import ConnectionLimits, parse_overrides
 from server_common.memory_pool import MemoryPool
@@ -212,3 +213,21 @@ async def test_idle_connections_are_closed_but_not_while_an_answer_is_pending(au
         assert answered - started == pytest.approx(25, abs=0.1)
         assert await waiting.receive_some(10) == b""  # then idle like any other
         assert trio.current_time() - answered == pytest.approx(10, abs=0.1)
+
+
+# -- configuration ----------------------------------------------------------------------------
+def test_bound_configs_have_documented_defaults_and_clear_errors():
+    config = BrokerConfig({"broker.id": 1})
+    assert config["queued.max.request.bytes"] == 256 * 1024 * 1024
+    assert config["max.connections"] == config["max.connections.per.ip"] == 2**31 - 1
+    assert config["connections.max.idle.ms"] == 600_000
+    assert config.max_connections_per_ip_overrides == {}
+    config = BrokerConfig({"broker.id": 1, "max.connections.per.ip.overrides": "10.1.2.3:7"})
+    assert config.max_connections_per_ip_overrides == {"10.1.2.3": 7}
+    for key, value in (
+        ("max.connections.per.ip.overrides", "10.1.2.3"),
+        ("queued.max.request.bytes", "-2"),
+        ("max.connections", "-1"),
+    ):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            BrokerConfig({"broker.id": 1, key: value})
