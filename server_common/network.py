@@ -291,8 +291,8 @@ async def serve_connection(
                     log.warning("closing connection from %s: %s", peer, exc)
                     return False
                 if data is None:
-                    log.info(
-                        "closing connection from %s: idle for %.0f s (connections.max.idle.ms)",
+                    log.debug(
+                        "closing connection from %s: idle for %g s (connections.max.idle.ms)",
                         peer,
                         idle_timeout_s,
                     )
