@@ -271,8 +271,9 @@ BROKER_CONFIG = ConfigDef(
             "int",
             DEFAULT_QUEUED_MAX_REQUEST_BYTES,
             "memory pool for request bytes read and not yet handled, over all client "
-            "connections; a connection waits (reads nothing) until its request fits, and a "
-            "request bigger than the pool is refused (-1: no limit, Kafka's default)",
+            "connections (the inter-broker listener has a pool of this size to itself); a "
+            "connection waits (reads nothing) until its request fits, and a request bigger "
+            "than the pool is refused (-1: no limit, Kafka's default)",
             at_least(-1),
         ),
         ConfigKey(

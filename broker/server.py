@@ -14,10 +14,12 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   protocol (`broker.kafka.wire.KafkaServerConnection`) and its requests go through the
   translation layer (`broker.kafka.translate.KafkaDispatcher`) to the same handlers.
   Client listeners (every one but the inter-broker listener, so clients can never lock
-  out replication or the controller) are bounded: `max.connections` and
+  out replication or the controller) are bounded by `max.connections` and
   `max.connections.per.ip` (a connection past them is closed as soon as accepted:
-  `server_common.connection_limits`) and one memory pool for the request bytes of all
-  their connections (`queued.max.request.bytes`: `server_common.memory_pool`); every
+  `server_common.connection_limits`) and share one memory pool for their request bytes
+  (`queued.max.request.bytes`: `server_common.memory_pool`). The inter-broker listener
+  has a pool of the same size to itself: clients on other listeners cannot starve it,
+  and clients sharing it (a local cluster's PLAINTEXT) are still bounded. Every
   listener closes connections idle for `connections.max.idle.ms`;
 - `FetcherManager` (fetcher.py): one fetcher task per leader this broker follows;
 - `BackgroundTasks` (background.py): ISR writes, ISR shrink and propagation, delayed
@@ -136,6 +138,7 @@ class BrokerServer:
             _resolve_overrides(config.max_connections_per_ip_overrides),
         )
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
         self.bound_ports: dict[str, int] = {}
@@ -166,6 +169,12 @@ class BrokerServer:
             "request_memory_pool_waiting",
             "client connections waiting for request memory (reading nothing meanwhile)",
             lambda: pool.waiting,
+        )
+        inter_broker = self.inter_broker_memory_pool
+        self.metrics.gauge(
+            "inter_broker_request_memory_pool_used_bytes",
+            "request bytes reserved on the inter-broker listener (its own pool)",
+            lambda: inter_broker.used,
         )
 
     # -- wiring --------------------------------------------------------------------
@@ -378,7 +387,8 @@ class BrokerServer:
     async def _serve(self, listeners: dict[str, Bound], scope: trio.CancelScope) -> None:
         """Serve every listener. Client listeners (all but the inter-broker one) are
         bounded: connection counts (`self.connection_limits`), one memory pool for
-        their requests (`self.memory_pool`); every listener closes idle connections."""
+        their requests (`self.memory_pool`); the inter-broker listener has a pool of its
+        own; every listener closes idle connections."""
         config = self.config
         limits, pool = self.connection_limits, self.memory_pool
         refusals = _RefusalLog()
@@ -396,8 +406,9 @@ class BrokerServer:
                 wire = _kafka_wire
             bounded = listener != config.inter_broker_listener
             max_frame_bytes = config["socket.request.max.bytes"]
-            if bounded and pool.bounded:
-                max_frame_bytes = min(max_frame_bytes, pool.capacity)
+            listener_pool = pool if bounded else self.inter_broker_memory_pool
+            if listener_pool.bounded:
+                max_frame_bytes = min(max_frame_bytes, listener_pool.capacity)
 
             async def serve(stream: trio.abc.Stream) -> None:
                 await serve_connection(
@@ -407,7 +418,7 @@ class BrokerServer:
                     max_queued=config["queued.max.requests.per.connection"],
                     observe=self.request_observer,
                     wire=wire,
-                    pool=pool if bounded else None,
+                    pool=listener_pool,
                     idle_timeout_s=idle_timeout_s,
                 )
 

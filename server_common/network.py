@@ -21,11 +21,11 @@ writes the responses, so they leave in request order while later requests are al
 being processed (pipelining). The channel's size bounds the requests read ahead per
 connection: a client that sends faster than we answer is slowed down (backpressure).
 
-Bounds (client listeners; the broker passes none for its inter-broker listener): with
-a `MemoryPool` (`queued.max.request.bytes`, Kafka's KIP-72), the reader reads at most
-`SMALL_READ` bytes while no frame's size is known; once a frame's size prefix is in and
-its body is not, it reserves the whole frame from the pool before reading more, and
-reads no further than that frame's end. While the pool has no room the connection
+Bounds: with a `MemoryPool` (`queued.max.request.bytes`, Kafka's KIP-72; a broker gives
+its client listeners one to share and its inter-broker listener another), the reader
+reads at most `SMALL_READ` bytes while no frame's size is known; once a frame's size
+prefix is in and its body is not, it reserves the whole frame from the pool before
+reading more, and reads no further than that frame's end. While the pool has no room the connection
 reads nothing (the peer's TCP window fills up and it stops sending); other connections
 go on. The bytes go back to the pool once the handler has returned (or the connection
 closes). So buffered request bytes stay within the pool plus `SMALL_READ` per

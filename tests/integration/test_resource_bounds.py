@@ -365,7 +365,7 @@ async def _create_topic_and_wait_for_leaders(client, name: str) -> None:
             await trio.sleep(0.2)
 
 
-def test_idle_connections_are_closed(tmp_path):
+def test_idle_connections_are_closed_and_a_shared_listener_is_bounded_too(tmp_path):
     idle_ms = 1500
     cluster = LocalCluster(
         tmp_path,
@@ -421,5 +421,26 @@ def test_idle_connections_are_closed(tmp_path):
             trio.run(long_poll)
             timings = trio.run(normal_requests, info.port, TOPIC, label)
             print(f"[{label}] normal client after: " + fmt_ms(timings))
+
+        # The launcher's default layout: PLAINTEXT is both the inter-broker listener and
+        # the native clients' one. It has its own pool, which bounds those clients too.
+        label = "huge frames on a shared PLAINTEXT"
+        baseline = rss_mib(info.pid)
+        flood = trio.run(
+            lambda: flood_huge_frames(
+                [info.port],
+                info.pid,
+                connections=10,
+                duration_s=6.0,
+                during=lambda: normal_requests(info.port, TOPIC, label),
+            )
+        )
+        print(
+            f"[{label}] normal client during: {fmt_ms(flood['during'])}; broker RSS before "
+            f"{baseline:.0f} MiB, peak {flood['peak_rss_mib']:.0f} MiB"
+        )
+        assert flood["peak_rss_mib"] < baseline + 256 + 256
+        timings = trio.run(normal_requests, info.port, TOPIC, label)
+        print(f"[{label}] normal client after: " + fmt_ms(timings))
     finally:
         cluster.down(timeout_s=20)
