@@ -141,12 +141,13 @@ def test_connections_past_max_connections_are_closed_at_once_and_replication_goe
             async with open_connection("127.0.0.1", info.port) as client:
                 held: list[socket.socket] = []
                 try:
+                    # Earlier tests' connections are gone: only the client above counts.
+                    await _metric_reaches(info, "client_connections", lambda v: v <= 1)
                     # Fill every client slot (the client above holds one).
-                    while True:
-                        sock = connect_raw(info.port)
-                        held.append(sock)
-                        if len(held) >= MAX_CONNECTIONS - 1:
-                            break
+                    held.extend(connect_raw(info.port) for _ in range(MAX_CONNECTIONS - 1))
+                    await _metric_reaches(
+                        info, "client_connections", lambda v: v >= MAX_CONNECTIONS
+                    )
                     extra = connect_raw(info.port)
                     held.append(extra)
                     # Closed at once rather than left silent (the bound is generous).
@@ -277,6 +278,12 @@ def _metric(info, name: str) -> float:
     raise AssertionError(f"no metric {name}")
 
 
+async def _metric_reaches(info, name: str, condition) -> None:
+    with trio.fail_after(ANSWER_BOUND_S):
+        while not condition(await trio.to_thread.run_sync(_metric, info, name)):
+            await trio.sleep(0.1)
+
+
 def test_replication_and_the_controller_go_on_while_clients_exhaust_the_pool(bounded):
     """Three stalled frames reserve the whole pool of the leader. A client request
     bigger than a small read waits; an acks=all produce (the follower's fetches) and a
@@ -294,9 +301,7 @@ def test_replication_and_the_controller_go_on_while_clients_exhaust_the_pool(bou
                     stream = await trio.open_tcp_stream("127.0.0.1", info.port)
                     stalled.append(stream)
                     await stream.send_all(struct.pack(">I", size) + bytes(64 * 1024))
-                with trio.fail_after(ANSWER_BOUND_S):
-                    while _metric(info, "request_memory_pool_used_bytes") < POOL:
-                        await trio.sleep(0.1)
+                await _metric_reaches(info, "request_memory_pool_used_bytes", lambda v: v >= POOL)
                 # A 200 KiB produce from a client must wait for memory...
                 big = build_batch([Record(None, bytes(200 * 1024), int(time.time() * 1000))])
                 waiting_result: list = []
@@ -307,9 +312,7 @@ def test_replication_and_the_controller_go_on_while_clients_exhaust_the_pool(bou
 
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(big_produce)
-                    with trio.fail_after(ANSWER_BOUND_S):
-                        while _metric(info, "request_memory_pool_waiting") < 1:
-                            await trio.sleep(0.1)
+                    await _metric_reaches(info, "request_memory_pool_waiting", lambda v: v >= 1)
                     assert not waiting_result
                     # ...while replication and the controller go on (small requests from
                     # a client fit in one read and never wait either).
