@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.core.replica_manager import ReplicationConfig
+from server_common.connection_limits import NO_LIMIT, parse_overrides
 from server_common.jsonl import ROTATION_CONFIG_KEYS
 from server_common.properties import (
     REQUIRED,
@@ -31,6 +32,10 @@ from server_common.properties import (
 
 DAY_MS = 24 * 3600 * 1000
 LONG_MAX = 2**63 - 1
+# Tributary bounds request memory by default (Kafka does not: -1): 256 MiB holds two
+# requests of the largest size (socket.request.max.bytes, 100 MiB) plus room for
+# everyone else's, and keeps a broker under a few hundred MiB whatever clients send.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
 
 BROKER_CONFIG = ConfigDef(
     [
@@ -255,7 +260,47 @@ BROKER_CONFIG = ConfigDef(
             "wait this long for more members when an empty group starts rebalancing",
         ),
         ConfigKey("group.max.size", "int", 2**31 - 1, "most members in one group", at_least(1)),
-        ConfigKey("max.connections", "int", 1000, "concurrent client connections", at_least(1)),
+        # -- connection and memory bounds (client listeners: every listener but the
+        # inter-broker one) -----------------------------------------------------------
+        ConfigKey(
+            "max.connections",
+            "int",
+            NO_LIMIT,
+            "client connections open at once; more are closed as soon as accepted "
+            "(Kafka's default: no limit; the file descriptor limit bounds it anyway)",
+            at_least(0),
+        ),
+        ConfigKey(
+            "max.connections.per.ip",
+            "int",
+            NO_LIMIT,
+            "client connections from one address; more are closed as soon as accepted",
+            at_least(0),
+        ),
+        ConfigKey(
+            "max.connections.per.ip.overrides",
+            "str",
+            "",
+            "host:count,... per-address limits replacing max.connections.per.ip",
+        ),
+        ConfigKey(
+            "connections.max.idle.ms",
+            "int",
+            600_000,
+            "close a connection that has sent nothing and waited for nothing this long "
+            "(every listener, as in Kafka; -1 never)",
+            at_least(-1),
+        ),
+        ConfigKey(
+            "queued.max.request.bytes",
+            "int",
+            DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+            "memory pool for request bytes read and not yet handled, over all client "
+            "connections (the inter-broker listener has a pool of this size to itself); a "
+            "connection waits (reads nothing) until its request fits, and a request bigger "
+            "than the pool is refused (-1: no limit, Kafka's default)",
+            at_least(-1),
+        ),
         ConfigKey(
             "queued.max.requests.per.connection",
             "int",
@@ -326,6 +371,9 @@ class BrokerConfig(PropertiesConfig):
                 f"listener.wire.protocol.map: the inter-broker listener "
                 f"{self.inter_broker_listener} must speak {TRIBUTARY_WIRE}"
             )
+        self.max_connections_per_ip_overrides = parse_overrides(
+            self.values["max.connections.per.ip.overrides"]
+        )
         self.bind_host, self.bind_port = self.listeners[self.inter_broker_listener]
         self.advertised_host, self.advertised_port = self.advertised[self.inter_broker_listener]
 

@@ -12,7 +12,15 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   served by `server_common.network.serve_connection`, one task per connection. A
   listener mapped to `kafka` in `listener.wire.protocol.map` speaks Kafka's wire
   protocol (`broker.kafka.wire.KafkaServerConnection`) and its requests go through the
-  translation layer (`broker.kafka.translate.KafkaDispatcher`) to the same handlers;
+  translation layer (`broker.kafka.translate.KafkaDispatcher`) to the same handlers.
+  Client listeners (every one but the inter-broker listener, so clients can never lock
+  out replication or the controller) are bounded by `max.connections` and
+  `max.connections.per.ip` (a connection past them is closed as soon as accepted:
+  `server_common.connection_limits`) and share one memory pool for their request bytes
+  (`queued.max.request.bytes`: `server_common.memory_pool`). The inter-broker listener
+  has a pool of the same size to itself: clients on other listeners cannot starve it,
+  and clients sharing it (a local cluster's PLAINTEXT) are still bounded. Every
+  listener closes connections idle for `connections.max.idle.ms`;
 - `FetcherManager` (fetcher.py): one fetcher task per leader this broker follows;
 - `BackgroundTasks` (background.py): ISR writes, ISR shrink and propagation, delayed
   operation expiry, checkpoints, retention, flushes, metrics snapshots, the log
@@ -30,8 +38,12 @@ is answered, checkpoints are written and the logs closed.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import math
 import os
+import resource
+import socket
 from collections.abc import Callable
 
 import trio
@@ -59,7 +71,9 @@ from broker.registration import BrokerIdentity, Registration
 from broker.topic_configs import TopicConfigs
 from broker.zk_gateway import BrokerZkGateway
 from server_common import zkdata
+from server_common.connection_limits import NO_LIMIT, ConnectionLimits
 from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms
+from server_common.memory_pool import MemoryPool
 from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
@@ -118,6 +132,15 @@ class BrokerServer:
         self.registration = Registration(
             self.gateway, self.identity, self._registration, self.record_event
         )
+        # Bounds shared by every client listener's connections.
+        self.connection_limits = ConnectionLimits(
+            config["max.connections"],
+            config["max.connections.per.ip"],
+            _resolve_overrides(config.max_connections_per_ip_overrides),
+        )
+        self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
         self.bound_ports: dict[str, int] = {}
         self.metrics_port: int | None = None
@@ -126,6 +149,34 @@ class BrokerServer:
         self._events: JsonLinesFile | None = None
         self._shutdown_requested = trio.Event()
         self.stopped = trio.Event()
+
+    def _register_bound_metrics(self) -> None:
+        """Kafka's MemoryPoolAvailable/connection-count/refused figures, read when scraped."""
+        limits, pool = self.connection_limits, self.memory_pool
+        self.metrics.gauge(
+            "client_connections", "open connections on client listeners", lambda: limits.count
+        )
+        self.metrics.counter_of(
+            "connections_refused_total",
+            "client connections closed at once for max.connections / max.connections.per.ip",
+            lambda: limits.refused,
+        )
+        self.metrics.gauge(
+            "request_memory_pool_used_bytes",
+            "request bytes reserved from queued.max.request.bytes",
+            lambda: pool.used,
+        )
+        self.metrics.gauge(
+            "request_memory_pool_waiting",
+            "client connections waiting for request memory (reading nothing meanwhile)",
+            lambda: pool.waiting,
+        )
+        inter_broker = self.inter_broker_memory_pool
+        self.metrics.gauge(
+            "inter_broker_request_memory_pool_used_bytes",
+            "request bytes reserved on the inter-broker listener (its own pool)",
+            lambda: inter_broker.used,
+        )
 
     # -- wiring --------------------------------------------------------------------
     def open_storage(self) -> None:
@@ -331,7 +382,15 @@ class BrokerServer:
         )
 
     async def _serve(self, listeners: dict[str, Bound], scope: trio.CancelScope) -> None:
-        limit = trio.CapacityLimiter(self.config["max.connections"])
+        """Serve every listener. Client listeners (all but the inter-broker one) are
+        bounded: connection counts (`self.connection_limits`), one memory pool for
+        their requests (`self.memory_pool`); the inter-broker listener has a pool of its
+        own; every listener closes idle connections."""
+        config = self.config
+        limits, pool = self.connection_limits, self.memory_pool
+        refusals = _RefusalLog()
+        idle_ms = config["connections.max.idle.ms"]
+        idle_timeout_s = None if idle_ms < 0 else idle_ms / 1000
 
         def connection_handler(listener: str):
             async def serve_request(header, request):
@@ -339,20 +398,44 @@ class BrokerServer:
 
             handle_request = self._intercept(serve_request)
             wire = native_wire
-            if self.config.wire_protocols[listener] == KAFKA_WIRE:
+            if config.wire_protocols[listener] == KAFKA_WIRE:
                 handle_request = KafkaDispatcher(handle_request)
                 wire = _kafka_wire
+            bounded = listener != config.inter_broker_listener
+            max_frame_bytes = config["socket.request.max.bytes"]
+            listener_pool = pool if bounded else self.inter_broker_memory_pool
+            if listener_pool.bounded:
+                max_frame_bytes = min(max_frame_bytes, listener_pool.capacity)
+
+            async def serve(stream: trio.abc.Stream) -> None:
+                await serve_connection(
+                    stream,
+                    handle_request,
+                    max_frame_bytes=max_frame_bytes,
+                    max_queued=config["queued.max.requests.per.connection"],
+                    observe=self.request_observer,
+                    wire=wire,
+                    pool=listener_pool,
+                    idle_timeout_s=idle_timeout_s,
+                )
 
             async def handle(stream: trio.abc.Stream) -> None:
-                async with limit:
-                    await serve_connection(
-                        stream,
-                        handle_request,
-                        max_frame_bytes=self.config["socket.request.max.bytes"],
-                        max_queued=self.config["queued.max.requests.per.connection"],
-                        observe=self.request_observer,
-                        wire=wire,
-                    )
+                if not bounded:
+                    await serve(stream)
+                    return
+                host = _peer_host(stream)
+                refused = limits.try_open(host)
+                if refused is not None:
+                    # Closed at once, never left silent: the client sees the connection
+                    # end now rather than time out.
+                    refusals.note(listener, host, refused)
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+                    return
+                try:
+                    await serve(stream)
+                finally:
+                    limits.close(host)
 
             return handle
 
@@ -381,6 +464,72 @@ def _kafka_wire(max_frame_bytes: int) -> KafkaServerConnection:
     )
 
 
+def _peer_host(stream: trio.abc.Stream) -> str:
+    try:
+        return str(stream.socket.getpeername()[0])
+    except (OSError, AttributeError, IndexError, TypeError):
+        return "?"  # an in-memory test transport: one "address" for everyone
+
+
+def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
+    """`max.connections.per.ip.overrides` keyed by address: a host name counts for each
+    address it resolves to at startup (as Kafka resolves it once)."""
+    resolved: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            ipaddress.ip_address(host)
+            resolved[host] = count
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except OSError as exc:
+            log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, exc)
+            continue
+        for info in infos:
+            resolved[str(info[4][0])] = count
+    return resolved
+
+
+class _RefusalLog:
+    """One log line per second at most for refused connections (a flood must not
+    flood the log), with how many were refused since the last line."""
+
+    INTERVAL_S = 1.0
+
+    def __init__(self) -> None:
+        self._last = -math.inf
+        self._since = 0
+
+    def note(self, listener: str, host: str, reason: str) -> None:
+        self._since += 1
+        now = trio.current_time()
+        if now - self._last >= self.INTERVAL_S:
+            log.warning(
+                "closed a new connection from %s on %s at once: %s (%d refused since the last "
+                "such line)",
+                host,
+                listener,
+                reason,
+                self._since,
+            )
+            self._last, self._since = now, 0
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise this process's soft limit of open files to its hard limit (what Go does for
+    every program): each connection is a file descriptor. Returns (soft, hard)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, hard, exc)
+    return soft, hard
+
+
 def _intervals(config: BrokerConfig) -> Intervals:
     return Intervals(
         isr_shrink_s=config["replica.lag.time.max.ms"] / 2000,
@@ -404,6 +553,14 @@ def _shutdown_settings(config: BrokerConfig) -> ShutdownSettings:
 
 async def run_broker(config: BrokerConfig) -> None:
     """Run until SIGTERM/SIGINT (controlled shutdown) or a fatal error."""
+    open_files, _ = raise_open_files_limit()
+    if NO_LIMIT > config["max.connections"] > open_files:
+        log.info(
+            "max.connections is %d but this process may open %d files: the open files "
+            "limit (ulimit -n) bounds client connections first",
+            config["max.connections"],
+            open_files,
+        )
     server = BrokerServer(config)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(call_on_termination, server.shutdown, "controlled shutdown")

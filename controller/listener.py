@@ -5,7 +5,8 @@ cluster's memory network; its bound port goes into /controller) serving each con
 with `server_common.network.serve_connection`. A ControlledShutdownRequest becomes a
 `ControlledShutdown` event on the controller's queue with a `Reply` that the event
 handler fills; the connection writes the answer when it is ready. ApiVersions is
-answered directly; any other API gets UNSUPPORTED_VERSION.
+answered directly; any other API gets UNSUPPORTED_VERSION. Request memory is bounded
+by a small pool and idle connections are closed, as on a broker's client listeners.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from client.protocol import messages as m
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from controller.events import ControlledShutdown, EventQueue
+from server_common.memory_pool import MemoryPool
 from server_common.network import TCP, Reply, Transport, error_answer, serve_connection
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,12 @@ log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 20
 # A broker sends one ControlledShutdown at a time.
 MAX_QUEUED_PER_CONNECTION = 4
+# Request memory for all connections at once (`server_common.memory_pool`): brokers'
+# requests are tiny and never wait for it; it stops many connections announcing 1 MiB
+# frames from costing the controller a MiB each.
+MEMORY_POOL_BYTES = 8 * MAX_FRAME_BYTES
+# Kafka's connections.max.idle.ms default: brokers reconnect when they need to.
+IDLE_TIMEOUT_S = 600.0
 
 
 async def serve_controller_listener(
@@ -40,6 +48,7 @@ async def serve_controller_listener(
 ) -> None:
     bound = await transport.bind(host, port)
     task_status.started(bound.port)
+    pool = MemoryPool(MEMORY_POOL_BYTES)
 
     async def handle(header: RequestHeader, request: Any) -> Any:
         if isinstance(request, m.ControlledShutdownRequest):
@@ -58,6 +67,8 @@ async def serve_controller_listener(
             handle,
             max_frame_bytes=MAX_FRAME_BYTES,
             max_queued=MAX_QUEUED_PER_CONNECTION,
+            pool=pool,
+            idle_timeout_s=IDLE_TIMEOUT_S,
         )
 
     await trio.serve_listeners(serve, bound.listeners)

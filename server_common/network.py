@@ -21,6 +21,18 @@ writes the responses, so they leave in request order while later requests are al
 being processed (pipelining). The channel's size bounds the requests read ahead per
 connection: a client that sends faster than we answer is slowed down (backpressure).
 
+Bounds: with a `MemoryPool` (`queued.max.request.bytes`, Kafka's KIP-72; a broker gives
+its client listeners one to share and its inter-broker listener another), the reader
+reads at most `SMALL_READ` bytes while no frame's size is known; once a frame's size
+prefix is in and its body is not, it reserves the whole frame from the pool before
+reading more, and reads no further than that frame's end. While the pool has no room the connection
+reads nothing (the peer's TCP window fills up and it stops sending); other connections
+go on. The bytes go back to the pool once the handler has returned (or the connection
+closes). So buffered request bytes stay within the pool plus `SMALL_READ` per
+connection, and a request of at most `SMALL_READ` bytes never waits. With an idle
+timeout (`connections.max.idle.ms`) a connection that has sent nothing for that long
+and waits for no answer is closed.
+
 Errors say whose fault they are: a request whose header was readable but whose body
 was not is answered with an error code; broken framing (garbage, a frame over the size
 limit) closes this connection with one log line. A bug in a handler answers
@@ -33,6 +45,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,10 +57,17 @@ from client.connection import tcp_connector
 from client.protocol.codec import RequestHeader
 from client.protocol.connection import ServerConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError
+from server_common.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
 
+# The most bytes read at once for a frame whose size is known (and reserved).
 READ_CHUNK = 256 * 1024
+# The most bytes read while no frame's size is known (between requests, or before a
+# size prefix is in): enough for many small pipelined requests in one read, and the
+# most a connection buffers outside the memory pool. A request no bigger than this
+# never waits for the pool.
+SMALL_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -158,6 +178,8 @@ class WireConnection(Protocol):
 
     def receive_data(self, data: bytes) -> None: ...
 
+    def incomplete_frame(self) -> tuple[int, int] | None: ...
+
     def next_request(self) -> Any: ...
 
     def encode_response(self, header: Any, response: Any) -> bytes: ...
@@ -203,32 +225,90 @@ async def serve_connection(
     max_queued: int,
     observe: Observer | None = None,
     wire: Callable[[int], WireConnection] = native_wire,
+    pool: MemoryPool | None = None,
+    idle_timeout_s: float | None = None,
 ) -> None:
     """Serve one connection until the peer is done; `wire(max_frame_bytes)` makes the
-    sans-IO connection (native msgpack by default)."""
+    sans-IO connection (native msgpack by default). With a `pool`, a frame bigger than
+    one small read is reserved from it before its body is read (see the module
+    docstring); with `idle_timeout_s`, a connection that sends nothing and waits for
+    nothing that long is closed (`connections.max.idle.ms`)."""
     peer = _peer_name(stream)
     CLIENT_ADDRESS.set(peer)
     protocol = wire(max_frame_bytes)
     send_queue, receive_queue = trio.open_memory_channel(max_queued)
+    activity = _Activity(trio.current_time())
+    held = 0  # bytes this connection holds in the pool (its frame in progress)
+
+    def release_held() -> None:
+        nonlocal held
+        if held:
+            assert pool is not None
+            pool.release(held)
+            held = 0
+
+    async def receive() -> bytes | None:
+        """The next bytes from the peer (b"" when it closed), None when idle too long."""
+        nonlocal held
+        while True:
+            deadline = math.inf if idle_timeout_s is None else activity.last + idle_timeout_s
+            with trio.move_on_at(deadline):
+                size = READ_CHUNK if pool is None else SMALL_READ
+                progress = protocol.incomplete_frame() if pool is not None else None
+                if progress is not None:
+                    total, buffered = progress
+                    if pool.bounded and total > pool.capacity:
+                        raise FramingError(
+                            f"a frame of {total} bytes can never fit the memory pool "
+                            f"({pool.capacity} bytes, queued.max.request.bytes)"
+                        )
+                    if total > held:
+                        # Reserve the whole frame before buffering more of it; while the
+                        # pool has no room, nothing more is read from this peer.
+                        if not pool.try_reserve(total - held):
+                            await pool.reserve(total - held)
+                        held = total
+                    size = min(READ_CHUNK, total - buffered)  # no further than its end
+                data = await stream.receive_some(size)
+                activity.last = trio.current_time()
+                return data
+            now = trio.current_time()
+            if now < activity.last + idle_timeout_s:
+                continue  # something moved since this deadline was set
+            if activity.outstanding == 0:
+                return None
+            activity.last = now  # it waits for our answer: not idle
 
     async def reader() -> bool:
         """Read and dispatch until the peer is done; True if a handler asked to close."""
         async with send_queue:
             while True:
                 try:
-                    data = await stream.receive_some(READ_CHUNK)
+                    data = await receive()
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return False
+                except FramingError as exc:
+                    log.warning("closing connection from %s: %s", peer, exc)
+                    return False
+                if data is None:
+                    log.debug(
+                        "closing connection from %s: idle for %g s (connections.max.idle.ms)",
+                        peer,
+                        idle_timeout_s,
+                    )
+                    return True
                 protocol.receive_data(data)
                 while True:
                     try:
                         event = protocol.next_request()
                     except FramingError as exc:
                         log.warning("closing connection from %s: %s", peer, exc)
+                        _forget_frames(exc)
                         return False
                     if event is None:
                         break
                     if not isinstance(event, tuple):  # answerable without serving
+                        release_held()
                         log.info(
                             "answering %s from %s with %s: %s",
                             event.correlation_id,
@@ -236,11 +316,15 @@ async def serve_connection(
                             event.error_code.name,
                             event.error,
                         )
+                        activity.outstanding += 1
                         await send_queue.send((None, 0.0, _Frame(event.response_frame())))
                         continue
                     header, request = event
+                    del event
                     started = time.perf_counter()
                     outcome = await _call_handler(handle, header, request, peer)
+                    del request
+                    release_held()  # handled: its bytes are the handler's business now
                     if outcome is CLOSE_CONNECTION:
                         log.info("closing connection from %s as its handler asked", peer)
                         return True
@@ -248,6 +332,7 @@ async def serve_connection(
                         if observe is not None:
                             observe(header.api_key, time.perf_counter() - started, 0, 0)
                         continue
+                    activity.outstanding += 1
                     await send_queue.send((header, started, outcome))
                 if not data:
                     return False
@@ -265,6 +350,8 @@ async def serve_connection(
                     await stream.send_all(payload)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
+                activity.outstanding -= 1
+                activity.last = trio.current_time()
                 if observe is not None and header is not None:
                     observe(header.api_key, time.perf_counter() - started, 0, len(payload))
 
@@ -276,8 +363,33 @@ async def serve_connection(
             # Otherwise the reader is done (peer closed or bad framing): let the writer
             # flush what is already queued, then close.
     finally:
+        release_held()
         with trio.CancelScope(shield=True):
             await stream.aclose()
+
+
+def _forget_frames(error: BaseException) -> None:
+    """Drop the tracebacks (and chained exceptions) of an error the wire connection
+    keeps: their frames hold the request's bytes and the connection itself, a cycle
+    that would keep a 100 MiB frame alive until the cycle collector happens to run."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        following = current.__cause__ or current.__context__
+        current.__traceback__ = None
+        current.__cause__ = current.__context__ = None
+        current = following
+
+
+class _Activity:
+    """When a connection last moved bytes, and how many answers it still waits for."""
+
+    __slots__ = ("last", "outstanding")
+
+    def __init__(self, now: float) -> None:
+        self.last = now
+        self.outstanding = 0
 
 
 async def _call_handler(handle: Handler, header: RequestHeader, request: Any, peer: str) -> Any:

@@ -6,7 +6,9 @@ to write come back from `encode_response()` / `encode_error()`. Nothing here blo
 
 A frame is an int32 size then the request. The size is checked against the limit
 (`socket.request.max.bytes`) as soon as its 4 bytes are in, before any of the body is
-buffered (`FrameDecoder`). The request starts with api key, api version and correlation
+buffered (`FrameDecoder`); `incomplete_frame()` tells the shell the size of a frame
+whose body is still coming, so it can reserve that much from the broker's memory pool
+before reading on. The request starts with api key, api version and correlation
 id; for a supported (api, version) the rest of the header is request header v1 (a
 nullable client id) or v2 (client id + tagged fields, skipped whatever their tags) as
 kio's request class says (flexible versions use v2), then the body is decoded with
@@ -113,6 +115,11 @@ class KafkaServerConnection:
             self._frames.feed(data)
         else:
             self._peer_closed = True
+
+    def incomplete_frame(self) -> tuple[int, int] | None:
+        """(size, bytes buffered) of a frame whose length is in but whose body is not:
+        what the server must reserve before reading on (`FrameDecoder.incomplete_frame`)."""
+        return self._frames.incomplete_frame()
 
     def next_request(self) -> KafkaRequest | KafkaAnswerable | None:
         """The next complete request, an answerable one, or None until more data.

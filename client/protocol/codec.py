@@ -248,7 +248,18 @@ def unpack_message(frame_body: bytes) -> Any:
     # keys, MemoryError...). Unpacking is a pure function, so any failure means "not a
     # message".
     except Exception as error:
-        raise CorruptMessageError(f"not a valid msgpack message: {error!r}") from None
+        # str, never repr: ExtraData's and UnicodeDecodeError's reprs carry the bytes
+        # (a 100 MiB garbage frame would make a 400 MB message and log line).
+        failure = f"{type(error).__name__}: {error}"
+        if len(failure) > _MAX_ERROR_DETAIL:
+            failure = f"{failure[:_MAX_ERROR_DETAIL]}... ({len(frame_body)}-byte frame)"
+    # Raised outside the handler so that msgpack's error (ExtraData keeps every extra
+    # byte) is not chained to ours and kept alive with it.
+    raise CorruptMessageError(f"not a valid msgpack message: {failure}")
+
+
+# Characters of a decoding error quoted in the error message.
+_MAX_ERROR_DETAIL = 200
 
 
 def _reject_ext(code: int, data: bytes) -> Any:

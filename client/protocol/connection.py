@@ -102,6 +102,11 @@ class ServerConnection:
         else:
             self._peer_closed = True
 
+    def incomplete_frame(self) -> tuple[int, int] | None:
+        """(size, bytes buffered) of a frame whose length is in but whose body is not:
+        what the server must reserve before reading on (`FrameDecoder.incomplete_frame`)."""
+        return self._frames.incomplete_frame()
+
     def next_request(self) -> ReceivedRequest | Answerable | None:
         """The next complete request, an `Answerable` error, or None until more data.
 

@@ -7,7 +7,8 @@ cursor. The consumed prefix is dropped only when it is large relative to the buf
 many small frames cost O(total bytes) and a huge frame arriving in small pieces is
 appended, not re-copied, on every `feed()` (no quadratic behaviour either way). A length
 over the limit raises `FrameTooLargeError` as soon as its 4 bytes are in, before any body
-is buffered for it.
+is buffered for it. `incomplete_frame()` tells a server the size of a frame whose body is
+still coming, so it can reserve that much memory before reading more of it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buffer += data
+
+    def incomplete_frame(self) -> tuple[int, int] | None:
+        """(frame size with its prefix, bytes of it buffered) for the next frame when its
+        length is known but its body is not all in; None otherwise. A server reserves
+        that size (a memory pool) before it reads more, and reads no further than the
+        frame's end."""
+        available = len(self._buffer) - self._start
+        if available < PREFIX_BYTES:
+            return None
+        (length,) = LENGTH_PREFIX.unpack_from(self._buffer, self._start)
+        total = PREFIX_BYTES + length
+        return (total, available) if available < total else None
 
     def next_frame(self) -> bytes | None:
         """The next complete frame body, or None until more bytes arrive.

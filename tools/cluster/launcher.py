@@ -62,15 +62,24 @@ STOP_TIMEOUT_S = 30.0
 KAFKA_BASE_PORT = 29092
 
 
-def _broker_listeners(info: ProcessInfo) -> dict:
+def _broker_listeners(info: ProcessInfo, internal: bool = False) -> dict:
     """A broker's listeners: PLAINTEXT speaks Tributary's protocol (clients, replication,
-    the controller); KAFKA speaks Kafka's, for kcat and Kafka clients."""
+    the controller); KAFKA speaks Kafka's, for kcat and Kafka clients. With `internal`,
+    brokers and the controller use a listener of their own, INTERNAL (on any free port,
+    as registered in ZooKeeper), and PLAINTEXT is for clients only, so client limits
+    (max.connections, queued.max.request.bytes...) never apply to replication."""
     listeners = f"PLAINTEXT://127.0.0.1:{info.port}"
+    inter_broker = "PLAINTEXT"
+    if internal:
+        listeners += ",INTERNAL://127.0.0.1:0"
+        inter_broker = "INTERNAL"
     if not info.kafka_port:  # a cluster.json from before Kafka listeners existed
+        if internal:
+            return {"listeners": listeners, "inter.broker.listener.name": inter_broker}
         return {"listeners": listeners}
     return {
         "listeners": f"{listeners},KAFKA://127.0.0.1:{info.kafka_port}",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "inter.broker.listener.name": inter_broker,
         "listener.wire.protocol.map": "KAFKA:kafka",
     }
 
@@ -133,8 +142,12 @@ class LocalCluster:
         broker_overrides: dict | None = None,
         controller_overrides: dict | None = None,
         metrics: bool = True,
+        internal_listener: bool = False,
     ):
+        """`internal_listener`: brokers talk among themselves (and the controller to
+        them) on a listener of their own (see `_broker_listeners`)."""
         self.directory = Path(directory).resolve()
+        self.internal_listener = internal_listener
         self.broker_count = brokers
         self.controller_count = controllers
         self.base_port = base_port
@@ -261,7 +274,7 @@ class LocalCluster:
         if info.role == "broker":
             values = {
                 "broker.id": info.id,
-                **_broker_listeners(info),
+                **_broker_listeners(info, self.internal_listener),
                 "log.dirs": info.data_dir,
                 "zookeeper.connect": zk,
                 "metrics.port": info.metrics_port if info.metrics_port else -1,
