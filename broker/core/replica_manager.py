@@ -225,8 +225,11 @@ class ReplicaManager:
         except Exception as exc:  # a storage failure must not take the broker down
             log.exception("%s: append failed", tp)
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
-        self.stats.bytes_in += len(records)
-        self.stats.messages_in += info.last_offset - info.first_offset + 1
+        if info.duplicate:  # an idempotent producer's retry: answered with the first write
+            log.debug("%s: duplicate batch, answered with offset %d", tp, info.first_offset)
+        else:
+            self.stats.bytes_in += len(records)
+            self.stats.messages_in += info.last_offset - info.first_offset + 1
         # Followers may be waiting for exactly this data.
         self.fetch_purgatory.check_and_complete(tp, now_ms)
         if partition.high_watermark != hw_before:
