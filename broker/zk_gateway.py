@@ -27,6 +27,8 @@ from broker.core.partition import (
     IsrUpdateOutcome,
     IsrUpdateSucceeded,
 )
+from broker.core.producer_ids import BLOCK_SIZE, ProducerIdBlock, next_block
+from broker.core.producer_ids import encode_block as encode_block_bytes
 from client.protocol.types import TopicPartition
 from server_common import zkdata
 from server_common.zk import (
@@ -283,3 +285,25 @@ class BrokerZkGateway:
         """The reassignment in progress ({} if none)."""
         result = await self.zk.get_or_none(zkdata.ADMIN_REASSIGN_PARTITIONS)
         return zkdata.decode_reassignment(result[0]) if result else {}
+
+    # -- idempotent producers ----------------------------------------------------------
+    async def claim_producer_id_block(
+        self, broker_id: int, block_size: int = BLOCK_SIZE
+    ) -> ProducerIdBlock:
+        """The next block of producer ids, claimed with a conditional write on
+        /latest_producer_id_block (Kafka's ZooKeeper ProducerIdManager): a lost race with
+        another broker reads the node again."""
+        path = zkdata.LATEST_PRODUCER_ID_BLOCK
+        while True:
+            found = await self.zk.get_or_none(path)
+            block = next_block(found[0] if found else None, broker_id, block_size)
+            try:
+                if found is None:
+                    await self.zk.create(path, encode_block_bytes(block))
+                else:
+                    await self.zk.set(path, encode_block_bytes(block), version=found[1].version)
+            except (BadVersionError, NodeExistsError):
+                log.debug("lost the race for a producer id block; reading again")
+                continue
+            log.info("claimed producer id block [%d, %d]", block.start, block.end)
+            return block
