@@ -96,12 +96,7 @@ def test_a_paused_leader_mid_stream_leaves_no_duplicates(start_cluster):
     try:
         trio.run(produce)
     finally:
-        if partition_state(cluster, "idem", 0).leader == leader:
-            pass
-        try:
-            cluster.resume(str(leader))
-        except Exception:  # noqa: BLE001 - already running
-            pass
+        cluster.resume(str(leader))  # SIGCONT to a running process is harmless
     assert not failed, failed[:3]
     assert len(acked) == RECORDS
     records = trio.run(read_all, bootstrap_of(cluster), "idem", PARTITIONS, RECORDS)
