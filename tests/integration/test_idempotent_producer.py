@@ -112,7 +112,10 @@ def test_a_paused_leader_mid_stream_leaves_no_duplicates(start_cluster):
 async def _init_producer_id(port: int) -> int:
     async with open_connection("127.0.0.1", port) as conn:
         response = await conn.request(m.InitProducerIdRequest(), timeout_s=20)
-    assert response.error_code == ErrorCode.NONE
+        assert response.error_code == ErrorCode.NONE
+        # No transactions: a transactional id is refused.
+        refused = await conn.request(m.InitProducerIdRequest(transactional_id="tx"), timeout_s=20)
+        assert refused.error_code == ErrorCode.INVALID_REQUEST
     return response.producer_id
 
 
