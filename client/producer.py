@@ -884,8 +884,10 @@ class Producer:
             if acc.closing and not acc.incomplete:
                 return
             if self.idempotent and self.producer_id < 0 and acc.has_undrained():
-                await self._init_producer_id()
-                continue
+                if not await self._init_producer_id():
+                    self.metadata.request_update()
+                    await trio.sleep(acc.config.retry_backoff_ms / 1000)
+                continue  # expire what waited too long, then try again
             cluster = self.metadata.cluster
             check = acc.ready(cluster, now)
             if check.unknown_leaders:
@@ -914,40 +916,38 @@ class Producer:
 
     # --- idempotence -------------------------------------------------------------------
 
-    async def _init_producer_id(self) -> None:
-        """Get a producer id from any broker (InitProducerId), retrying until one answers;
-        sequences start over."""
-        backoff_s = self.accumulator.config.retry_backoff_ms / 1000
+    async def _init_producer_id(self) -> bool:
+        """Ask the known brokers in turn for a producer id (InitProducerId) until one
+        gives it (sequences start over); False when none did (the sender retries after
+        the backoff, expiring batches meanwhile)."""
         request = m.InitProducerIdRequest()
-        while True:
-            for broker in list(self.metadata.cluster.brokers.values()):
-                try:
-                    response = await self._pool.request(
-                        broker.host,
-                        broker.port,
-                        request,
-                        timeout_s=self.request_timeout_ms / 1000,
-                    )
-                except TributaryError as exc:
-                    log.info("InitProducerId to broker %d failed: %s", broker.node_id, exc)
-                    continue
-                code = ErrorCode.from_code(response.error_code)
-                if code is ErrorCode.NONE:
-                    self.producer_id = response.producer_id
-                    self.producer_epoch = response.producer_epoch
-                    self._next_sequence.clear()
-                    log.info(
-                        "idempotent producer id %d, epoch %d", self.producer_id, self.producer_epoch
-                    )
-                    return
-                if not code.is_retriable and code is not ErrorCode.COORDINATOR_NOT_AVAILABLE:
-                    error = TributaryError(code, "InitProducerId failed")
-                    for batch in self.accumulator.abandon_all():
-                        self._finish(batch, error=error)
-                    return
-                log.info("InitProducerId: broker %d answered %s", broker.node_id, code.name)
-            self.metadata.request_update()
-            await trio.sleep(backoff_s)
+        for broker in list(self.metadata.cluster.brokers.values()):
+            try:
+                response = await self._pool.request(
+                    broker.host,
+                    broker.port,
+                    request,
+                    timeout_s=self.request_timeout_ms / 1000,
+                )
+            except TributaryError as exc:
+                log.info("InitProducerId to broker %d failed: %s", broker.node_id, exc)
+                continue
+            code = ErrorCode.from_code(response.error_code)
+            if code is ErrorCode.NONE:
+                self.producer_id = response.producer_id
+                self.producer_epoch = response.producer_epoch
+                self._next_sequence.clear()
+                log.info(
+                    "idempotent producer id %d, epoch %d", self.producer_id, self.producer_epoch
+                )
+                return True
+            if not code.is_retriable and code is not ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                error = TributaryError(code, "InitProducerId failed")
+                for batch in self.accumulator.abandon_all():
+                    self._finish(batch, error=error)
+                return False
+            log.info("InitProducerId: broker %d answered %s", broker.node_id, code.name)
+        return False
 
     def _stamp(self, batches: list[ProducerBatch]) -> None:
         """Give fresh batches (and retries stamped under an older producer id or epoch)
