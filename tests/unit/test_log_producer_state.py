@@ -3,13 +3,20 @@ truncation, and snapshots beside the segments (broker/core/log/log.py)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from broker.core.log.config import LogConfig
 from broker.core.log.log import Log
-from broker.core.log.producer_state import ProducerStateError
+from broker.core.log.producer_state import ProducerStateError, ProducerStateManager
 from client.protocol.errors import ErrorCode
-from client.protocol.records import Record, build_batch
+from client.protocol.records import Record, build_batch, iter_batches
 
 SMALL = LogConfig(segment_bytes=600, index_interval_bytes=64)
 
@@ -105,3 +112,99 @@ def test_a_damaged_snapshot_is_ignored_and_the_state_rebuilt_from_the_log(tmp_pa
         snapshot.write_bytes(b"garbage!")
     reopened = open_log(tmp_path, had_clean_shutdown=True)
     assert reopened.producer_state.entry(1000) == expected
+
+
+# --- any history: the state equals a replay of the whole log -------------------------------
+
+
+class ProducerStateMachine(RuleBasedStateMachine):
+    """Appends by two producers (in order, retried, or out of order), follower-style
+    truncations, and restarts (clean or a crash) on a small-segment log: afterwards the
+    log's producer state always equals the state rebuilt from every batch in the log,
+    and no batch is in the log twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp())
+        self.log = open_log(self.tmp)
+        self.next_seq = {1000: 0, 2000: 0}
+        self.sent: dict[int, list[int]] = {1000: [], 2000: []}
+
+    @rule(pid=st.sampled_from([1000, 2000]), count=st.integers(1, 3))
+    def append_next(self, pid, count):
+        seq = self.next_seq[pid]
+        info = self.log.append_as_leader(batch(seq, count, pid), 0, now_ms=1)
+        assert not info.duplicate
+        self.next_seq[pid] = seq + count
+        self.sent[pid].append(seq)
+
+    @rule(pid=st.sampled_from([1000, 2000]), back=st.integers(1, 7))
+    def retry_an_old_batch(self, pid, back):
+        if len(self.sent[pid]) < back:
+            return
+        seq = self.sent[pid][-back]
+        count = (self.sent[pid][-back + 1] if back > 1 else self.next_seq[pid]) - seq
+        try:
+            info = self.log.append_as_leader(batch(seq, count, pid), 0, now_ms=1)
+        except ProducerStateError as exc:
+            assert back > 5 and exc.code is ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+            return
+        assert info.duplicate and back <= 5
+
+    @rule(pid=st.sampled_from([1000, 2000]), gap=st.integers(1, 3))
+    def send_with_a_gap(self, pid, gap):
+        if not self.sent[pid]:
+            return
+        with pytest.raises(ProducerStateError):
+            self.log.append_as_leader(batch(self.next_seq[pid] + gap, 1, pid), 0, now_ms=1)
+
+    @rule(fraction=st.floats(0, 1))
+    def truncate(self, fraction):
+        target = int(self.log.log_end_offset * fraction)
+        self.log.truncate_to(target)
+        self._resync()
+
+    @rule(clean=st.booleans())
+    def restart(self, clean):
+        if clean:
+            self.log.flush()
+            self.log.close()
+        else:
+            for segment in self.log.segments:
+                segment.flush()
+        self.log = open_log(self.tmp, recovery_point=0, had_clean_shutdown=clean)
+
+    def _resync(self):
+        """After truncation the producers continue from what the log still holds."""
+        for pid in self.next_seq:
+            entry = self.log.producer_state.entry(pid)
+            self.next_seq[pid] = entry.last_seq + 1 if entry else 0
+            self.sent[pid] = [s for s in self.sent[pid] if s < self.next_seq[pid]]
+
+    @invariant()
+    def state_matches_a_full_replay(self):
+        replayed = ProducerStateManager()
+        seen = set()
+        data = b""
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            chunk = self.log.read(offset, 1 << 20)
+            data += chunk.records
+            offset = max(h.next_offset for _, h in iter_batches(chunk.records))
+        for _, header in iter_batches(data):
+            key = (header.producer_id, header.base_sequence)
+            assert key not in seen, f"batch {key} written twice"
+            seen.add(key)
+            replayed.update(header)
+        replayed.update_end_offset(self.log.log_end_offset)
+        assert self.log.producer_state == replayed
+
+    def teardown(self):
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+TestProducerStateMachine = ProducerStateMachine.TestCase
+TestProducerStateMachine.settings = settings(
+    max_examples=100, stateful_step_count=30, deadline=None
+)
