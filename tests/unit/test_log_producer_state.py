@@ -206,5 +206,5 @@ class ProducerStateMachine(RuleBasedStateMachine):
 
 TestProducerStateMachine = ProducerStateMachine.TestCase
 TestProducerStateMachine.settings = settings(
-    max_examples=100, stateful_step_count=30, deadline=None
+    max_examples=50, stateful_step_count=25, deadline=None
 )
