@@ -2,7 +2,8 @@
 Tributary cluster, through the Kafka listener: InitProducerId gives it a producer id,
 its batches carry id/epoch/sequence into the same producer-state checks as Tributary's
 own producer, and with the partition leader paused (SIGSTOP) mid-stream every
-acknowledged record is read back exactly once. A transactional producer is refused."""
+acknowledged record is read back exactly once. kafka-python 3, idempotent by default,
+works too. A transactional producer is refused."""
 
 from __future__ import annotations
 
@@ -79,3 +80,19 @@ def test_a_transactional_producer_is_refused(start_cluster):
     )
     with pytest.raises(confluent_kafka.KafkaException):
         producer.init_transactions(10)
+
+
+def test_kafka_python_with_its_default_idempotence(start_cluster):
+    kafka = pytest.importorskip("kafka")
+    cluster = start_cluster(brokers=1, controllers=1)
+    create_topic(cluster, "kp-idem", partitions=2, rf=1)
+    producer = kafka.KafkaProducer(bootstrap_servers=kafka_bootstrap(cluster), acks="all")
+    assert producer.config["enable_idempotence"]  # kafka-python 3's default
+    try:
+        futures = [producer.send("kp-idem", f"value-{i}".encode()) for i in range(2_000)]
+        producer.flush(60)
+        assert all(f.get(timeout=30).offset >= 0 for f in futures)
+    finally:
+        producer.close(10)
+    records = read_with_tributary(cluster, "kp-idem", 2_000)
+    assert sorted(r.value for r in records) == sorted(f"value-{i}".encode() for i in range(2_000))
