@@ -277,7 +277,7 @@ class Log:
             if start < leo and (latest is None or epoch > latest):
                 self._epoch_cache.assign(epoch, start)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
-        self._load_producer_state()
+        self._load_producer_state(had_clean_shutdown)
         logger.debug(
             "Loaded log %s: %d segment(s), offsets [%d, %d), recovery point %d",
             self._tp,
@@ -968,13 +968,12 @@ class Log:
                 self._snapshot_path(offset).unlink(missing_ok=True)
 
     def _take_snapshot(self) -> None:
-        """Write the producer state at the LEO as `<LEO>.snapshot` (when producers wrote
-        or an older snapshot exists); keep the newest `_SNAPSHOTS_RETAINED`."""
+        """Write the producer state at the LEO as `<LEO>.snapshot`, empty or not (as Kafka
+        does: a snapshot spares the next start or truncation a scan of the log from its
+        start); keep the newest `_SNAPSHOTS_RETAINED`."""
         leo = self.log_end_offset
         state = self._producer_state
         offsets = self._snapshot_offsets()
-        if not state.entries and not offsets:
-            return
         if offsets and offsets[-1] == leo:
             return
         state.update_end_offset(leo)
@@ -986,7 +985,12 @@ class Log:
         for offset in offsets[: max(0, len(offsets) + 1 - _SNAPSHOTS_RETAINED)]:
             self._snapshot_path(offset).unlink(missing_ok=True)
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, had_clean_shutdown: bool) -> None:
+        if had_clean_shutdown and not self._snapshot_offsets():
+            # A clean shutdown always leaves a snapshot; none means a log written before
+            # producer state existed, which holds no idempotent batches: skip the scan.
+            self._producer_state = ProducerStateManager(self.log_end_offset)
+            return
         self._reload_producer_state(self.log_end_offset)
 
     def _reload_producer_state(self, end: int) -> None:
