@@ -5,6 +5,10 @@ again, sequences are stamped per partition, and Kafka 3.x's configuration rules.
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from client.producer import Producer, idempotence_enabled, open_producer
 from client.protocol import messages as m
@@ -89,3 +93,61 @@ def test_kafka_3_configuration_rules():
             idempotence_enabled(True, acks, retries, in_flight)
     with pytest.raises(ValueError):
         Producer(None, "localhost:1", acks=1, enable_idempotence=True)
+
+
+RETRIABLE = [
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NETWORK_EXCEPTION,
+]
+fault_lists = st.lists(
+    st.one_of(
+        st.tuples(st.just("error"), st.sampled_from(RETRIABLE), st.integers(0, 2)),
+        st.tuples(st.just("drop"), st.booleans(), st.integers(1, 2)),
+        st.tuples(st.just("move"), st.integers(0, 59), st.integers(0, 2)),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(faults=fault_lists, linger=st.sampled_from([0, 2]), batch_size=st.sampled_from([200, 800]))
+def test_retries_and_leader_moves_write_every_record_exactly_once(faults, linger, batch_size):
+    """Errors, connections dropped before or after the leader appended, and leader moves
+    (the new leader holds what the old one appended): with idempotence each partition's
+    log is exactly the records sent to it, in order, each at its acknowledged offset."""
+
+    async def scenario() -> None:
+        async with open_test_cluster(2) as cluster:
+            await cluster.create_topic("t", 3, replication_factor=2)
+            moves = {}
+            for kind, a, b in faults:
+                if kind == "error":
+                    cluster.fail(ApiKey.PRODUCE, a, tp=TopicPartition("t", b))
+                elif kind == "drop":
+                    cluster.drop(ApiKey.PRODUCE, broker=b, after_append=a)
+                else:
+                    moves[a] = b
+            async with open_producer(
+                cluster.bootstrap,
+                connector=cluster.connector(),
+                linger_ms=linger,
+                batch_size=batch_size,
+                retry_backoff_ms=10,
+            ) as p:
+                handles = []
+                for i in range(60):
+                    handles.append(await p.send("t", str(i), partition=i % 3))
+                    if i in moves:
+                        tp = TopicPartition("t", moves[i])
+                        await cluster.move_leader(tp, 3 - cluster.partition(tp).leader)
+                    if i % 7 == 0:
+                        await trio.sleep(0.001)
+            for partition in range(3):
+                expected = [str(i).encode() for i in range(partition, 60, 3)]
+                assert cluster.values(("t", partition)) == expected
+            for i, handle in enumerate(handles):
+                assert handle.result().offset == i // 3
+
+    trio.run(scenario, clock=trio.testing.MockClock(autojump_threshold=0))
