@@ -85,6 +85,7 @@ class ReplicaManagerStats:
     bytes_in: int = 0
     bytes_out: int = 0
     messages_in: int = 0
+    duplicate_batches: int = 0  # idempotent producers' retries answered with the first write
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +227,7 @@ class ReplicaManager:
             log.exception("%s: append failed", tp)
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
         if info.duplicate:  # an idempotent producer's retry: answered with the first write
+            self.stats.duplicate_batches += 1
             log.debug("%s: duplicate batch, answered with offset %d", tp, info.first_offset)
         else:
             self.stats.bytes_in += len(records)
