@@ -36,13 +36,15 @@ How it works (Kafka 2.8's KafkaProducer, on Trio):
   leader that replicated the state, answers a retry of a batch it already has with the
   original offsets instead of writing it twice. So re-queueing requests in flight to a
   moved leader creates no duplicates. OUT_OF_ORDER_SEQUENCE_NUMBER (the broker lost
-  state it should have, or a batch expired with its fate unknown) fails that batch and
-  bumps the epoch locally (Kafka's idempotent producer, KIP-360): sequences restart at 0;
-  a batch stamped with an older epoch is restamped before it is sent again.
-  DUPLICATE_SEQUENCE_NUMBER (an old retry the broker no longer caches) counts as written,
-  with offset -1, as in Kafka. Like Kafka 3.x: idempotence requires acks=all, retries
-  and at most 5 requests in flight; asked for explicitly with others it is a config
-  error, and left at its default it is quietly turned off by them.
+  state it should have) fails that batch and bumps the epoch locally (Kafka's idempotent
+  producer, KIP-360): sequences restart at 0; a batch that expires after being sent (its
+  fate unknown) bumps it too; a batch stamped with an older epoch is restamped before it
+  is sent again. DUPLICATE_SEQUENCE_NUMBER (an old retry the broker no longer caches)
+  counts as written, with offset -1, as in Kafka. Like Kafka 3.x: `acks` defaults to
+  all; idempotence requires acks=all, retries and at most 5 requests in flight; asked
+  for explicitly with others it is a config error, and left at its default it is
+  quietly turned off by them. (The first batch waits for the producer id, so it may
+  gather more records than it would have otherwise.)
 - `on_retry(tp, error)`, if given, hears about every retry as it is decided (the CLI
   prints one line per distinct reason).
 

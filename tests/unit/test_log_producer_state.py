@@ -205,6 +205,4 @@ class ProducerStateMachine(RuleBasedStateMachine):
 
 
 TestProducerStateMachine = ProducerStateMachine.TestCase
-TestProducerStateMachine.settings = settings(
-    max_examples=50, stateful_step_count=25, deadline=None
-)
+TestProducerStateMachine.settings = settings(max_examples=50, stateful_step_count=25, deadline=None)
