@@ -66,6 +66,11 @@ def register_broker_metrics(
     reg.counter_of(
         "messages_in_total", "MessagesInPerSec as a running total", lambda: stats.messages_in
     )
+    reg.counter_of(
+        "duplicate_batches_total",
+        "idempotent producers' retried batches answered with their first write's offsets",
+        lambda: stats.duplicate_batches,
+    )
     reg.gauge(
         "purgatory_size",
         "PurgatorySize: delayed operations waiting, per purgatory",

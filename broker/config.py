@@ -118,6 +118,15 @@ BROKER_CONFIG = ConfigDef(
             "how often to checkpoint recovery points",
         ),
         ConfigKey("log.retention.check.interval.ms", "int", 300_000, "how often retention runs"),
+        # Idempotent producers (Kafka 2.8 expires producer state by this transactional
+        # setting; the check runs with retention).
+        ConfigKey(
+            "transactional.id.expiration.ms",
+            "int",
+            604_800_000,
+            "forget an idempotent producer's state after this long without writes",
+            at_least(1),
+        ),
         ConfigKey(
             "log.message.timestamp.type",
             "str",

@@ -22,10 +22,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import trio
+
 from broker.admin import AdminHandlers
 from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
 from broker.core.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from broker.core.partition import PartitionStateUpdate
+from broker.core.producer_ids import ProducerIdBlockError, ProducerIdGenerator
 from broker.core.replica_manager import ReplicaManager
 from broker.group_handlers import GROUP_APIS, GroupHandlers
 from broker.log_scrubber import LogScrubber
@@ -38,6 +41,7 @@ from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from server_common.network import NO_RESPONSE, Reply, error_answer
+from server_common.zk import ZkError
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +96,12 @@ class RequestHandlers:
             ApiKey.ELECT_LEADERS: admin.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
+        # Idempotent producers: ids from blocks claimed in ZooKeeper, one claim at a time.
+        self._producer_id_gateway = admin.gateway
+        self._producer_ids = ProducerIdGenerator()
+        self._producer_id_lock = trio.Lock()
 
     async def handle(self, header: RequestHeader, request: Any, listener: str | None = None) -> Any:
         """Serve one request that arrived through `listener` (None: any/unknown)."""
@@ -107,6 +116,34 @@ class RequestHandlers:
                 f"api {ApiKey(header.api_key).name} is not served by brokers",
             )
         return await handler(request)
+
+    # -- idempotent producers (InitProducerId) ----------------------------------------
+    async def init_producer_id(self, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
+        """A new producer id at epoch 0 (Kafka 2.8 without a transactional id: a producer
+        asking to bump its epoch also gets a fresh id). Transactions are not supported:
+        a transactional id is refused."""
+
+        def answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> m.InitProducerIdResponse:
+            return m.InitProducerIdResponse(
+                throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch
+            )
+
+        if request.transactional_id is not None:
+            return answer(ErrorCode.INVALID_REQUEST)
+        async with self._producer_id_lock:
+            if self._producer_ids.needs_block:
+                try:
+                    block = await self._producer_id_gateway.claim_producer_id_block(
+                        self.identity.broker_id
+                    )
+                except ZkError as exc:
+                    log.warning("could not claim a producer id block: %s", exc)
+                    return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                except ProducerIdBlockError as exc:
+                    log.error("could not claim a producer id block: %s", exc)
+                    return answer(ErrorCode.UNKNOWN_SERVER_ERROR)
+                self._producer_ids.use_block(block)
+            return answer(ErrorCode.NONE, self._producer_ids.next_id(), 0)
 
     # -- simple ---------------------------------------------------------------------
     async def api_versions(self, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:

@@ -190,6 +190,7 @@ class BrokerServer:
             now_ms=self.now_ms(),
             topic_configs=self.topic_configs.log_config_for,
         )
+        self.log_manager.producer_expiration_ms = self.config["transactional.id.expiration.ms"]
         self.replica_manager = ReplicaManager(
             self.broker_id,
             self.log_manager,

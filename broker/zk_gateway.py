@@ -3,8 +3,9 @@
 How it works: `BrokerZkGateway` wraps the ZooKeeper seam (`server_common.zk.ZooKeeper`)
 and speaks in the broker's terms: register this broker, read topic configs, write an ISR
 change, publish ISR change notifications, create or mark a topic for deletion, ask for a
-preferred election or a reassignment, find the controller. It encodes and decodes the
-znodes (`server_common.zkdata`), so nothing else in the broker knows a ZooKeeper path.
+preferred election or a reassignment, find the controller, claim a block of producer ids
+for idempotent producers. It encodes and decodes the znodes (`server_common.zkdata`,
+`broker.core.producer_ids`), so nothing else in the broker knows a ZooKeeper path.
 
 Failures: the seam's `ZkError`s pass through, except where the answer is part of the
 protocol (a conditional ISR write that lost to the controller is an `IsrUpdateConflict`,
@@ -27,6 +28,7 @@ from broker.core.partition import (
     IsrUpdateOutcome,
     IsrUpdateSucceeded,
 )
+from broker.core.producer_ids import BLOCK_SIZE, ProducerIdBlock, encode_block, next_block
 from client.protocol.types import TopicPartition
 from server_common import zkdata
 from server_common.zk import (
@@ -318,3 +320,25 @@ class BrokerZkGateway:
         """The reassignment in progress ({} if none)."""
         result = await self.zk.get_or_none(zkdata.ADMIN_REASSIGN_PARTITIONS)
         return zkdata.decode_reassignment(result[0]) if result else {}
+
+    # -- idempotent producers ----------------------------------------------------------
+    async def claim_producer_id_block(
+        self, broker_id: int, block_size: int = BLOCK_SIZE
+    ) -> ProducerIdBlock:
+        """The next block of producer ids, claimed with a conditional write on
+        /latest_producer_id_block (Kafka's ZooKeeper ProducerIdManager): a lost race with
+        another broker reads the node again."""
+        path = zkdata.LATEST_PRODUCER_ID_BLOCK
+        while True:
+            found = await self.zk.get_or_none(path)
+            block = next_block(found[0] if found else None, broker_id, block_size)
+            try:
+                if found is None:
+                    await self.zk.create(path, encode_block(block))
+                else:
+                    await self.zk.set(path, encode_block(block), version=found[1].version)
+            except (BadVersionError, NodeExistsError):
+                log.debug("lost the race for a producer id block; reading again")
+                continue
+            log.info("claimed producer id block [%d, %d]", block.start, block.end)
+            return block

@@ -27,8 +27,24 @@ How it works (Kafka 2.8's KafkaProducer, on Trio):
   shows that a partition of a request in flight is now led by another broker (or by the
   same one at a newer leader epoch), that request is abandoned and its batches are
   re-queued at once, as after NOT_LEADER, instead of waiting out the request timeout for
-  a paused or partitioned old leader. (Like any retry without idempotence, a batch the
-  old leader did append may then be written twice.)
+  a paused or partitioned old leader. (Without idempotence a batch the old leader did
+  append may then be written twice.)
+- Idempotence (KIP-98, `enable_idempotence`, on by default as in Kafka 3.x): before its
+  first batch the sender asks any broker for a producer id (InitProducerId). Each batch
+  is stamped, when first drained, with the producer id, epoch and the partition's next
+  sequence (wrapping at 2^31), and a retry resends the same bytes: the leader, or a new
+  leader that replicated the state, answers a retry of a batch it already has with the
+  original offsets instead of writing it twice. So re-queueing requests in flight to a
+  moved leader creates no duplicates. OUT_OF_ORDER_SEQUENCE_NUMBER (the broker lost
+  state it should have) fails that batch and bumps the epoch locally (Kafka's idempotent
+  producer, KIP-360): sequences restart at 0; a batch that expires after being sent (its
+  fate unknown) bumps it too; a batch stamped with an older epoch is restamped before it
+  is sent again. DUPLICATE_SEQUENCE_NUMBER (an old retry the broker no longer caches)
+  counts as written, with offset -1, as in Kafka. Like Kafka 3.x: `acks` defaults to
+  all; idempotence requires acks=all, retries and at most 5 requests in flight; asked
+  for explicitly with others it is a config error, and left at its default it is
+  quietly turned off by them. (The first batch waits for the producer id, so it may
+  gather more records than it would have otherwise.)
 - `on_retry(tp, error)`, if given, hears about every retry as it is decided (the CLI
   prints one line per distinct reason).
 
@@ -63,7 +79,15 @@ from client.metadata import (
 from client.partitioner import DefaultPartitioner, partition_for_key
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError
-from client.protocol.records import BATCH_OVERHEAD, Codec, Record, build_batch
+from client.protocol.records import (
+    BATCH_OVERHEAD,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    Codec,
+    Record,
+    build_batch,
+)
 from client.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -89,10 +113,23 @@ _STALE_METADATA_ERRORS = frozenset(
 # `timeout_ms` (= request_timeout_ms); we wait this much longer for that answer before
 # giving up on the connection, which would also fail every other request in flight on it.
 REQUEST_TIMEOUT_MARGIN_MS = 500
+# Answers about an idempotent batch's sequence or epoch (module docstring).
+_IDEMPOTENCE_ERRORS = frozenset(
+    {
+        ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+    }
+)
 # A produce request without an answer after this long makes the producer check the
 # metadata for a leader change (a healthy acks=all round trip takes milliseconds to a few
 # hundred; checking costs one small Metadata request per interval while it lasts).
 STALLED_REQUEST_MS = 1000
+# Idempotence (Kafka's ProducerConfig): at most this many requests in flight per broker.
+MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
+SEQUENCE_MODULUS = 1 << 31
+_INT16_MAX = (1 << 15) - 1
 _CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
 
 
@@ -180,6 +217,10 @@ class ProducerBatch:
         self.error: BaseException | None = None
         self.last_error: BaseException | None = None  # of the last failed attempt
         self.done = trio.Event()
+        # Idempotence: stamped when first drained, kept by retries (same bytes).
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
 
     def __repr__(self) -> str:
         return f"<batch {self.tp} records={len(self.records)} state={self.state.value}>"
@@ -201,8 +242,21 @@ class ProducerBatch:
 
     def encode(self, codec: Codec) -> bytes:
         if self.payload is None:
-            self.payload = build_batch(self.records, codec=codec)
+            self.payload = build_batch(
+                self.records,
+                codec=codec,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+            )
         return self.payload
+
+    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Give the batch its idempotence fields (dropping bytes built with others)."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.payload = None
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> bool:
         """Success; False if the batch was already done (expired meanwhile)."""
@@ -499,6 +553,29 @@ def parse_compression(name: str | Codec) -> Codec:
         ) from None
 
 
+def idempotence_enabled(
+    enable_idempotence: bool | None, acks: int, retries: int, max_in_flight: int
+) -> bool:
+    """Kafka 3.x's rule: idempotence needs acks=all, retries > 0 and at most 5 requests
+    in flight. Asked for explicitly (True) with others, ValueError; left at its default
+    (None), it is on unless they conflict."""
+    conflicts = []
+    if acks != -1:
+        conflicts.append(f"acks must be all (not {acks})")
+    if retries <= 0:
+        conflicts.append("retries must be greater than 0")
+    if max_in_flight > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+        conflicts.append(
+            f"max_in_flight_requests_per_connection must be at most "
+            f"{MAX_IN_FLIGHT_FOR_IDEMPOTENCE} (not {max_in_flight})"
+        )
+    if enable_idempotence is None:
+        return not conflicts
+    if enable_idempotence and conflicts:
+        raise ValueError("enable_idempotence requires: " + "; ".join(conflicts))
+    return bool(enable_idempotence)
+
+
 class LeaderMovedError(TributaryError):
     """A request in flight was abandoned because fresh metadata names another leader."""
 
@@ -544,7 +621,8 @@ class Producer:
         pool: ConnectionPool,
         bootstrap: str | Iterable[str],
         *,
-        acks: int | str = 1,
+        acks: int | str | None = None,
+        enable_idempotence: bool | None = None,
         batch_size: int = 16_384,
         linger_ms: float = 0,
         max_request_size: int = 1_048_576,
@@ -569,7 +647,10 @@ class Producer:
             raise ValueError("batch_size, max_request_size and buffer_memory must be positive")
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
-        self.acks = parse_acks(acks)
+        self.acks = parse_acks("all" if acks is None else acks)  # Kafka 3.x: acks=all
+        self.idempotent = idempotence_enabled(
+            enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
+        )
         self.codec = parse_compression(compression_type)
         self.max_request_size = max_request_size
         self.retries = retries
@@ -604,6 +685,10 @@ class Producer:
         self._memory_freed = trio.Event()
         self._closed = False
         self._sender_done = trio.Event()
+        # Idempotence: this producer's id and epoch, and each partition's next sequence.
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self._next_sequence: dict[TopicPartition, int] = {}
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -800,6 +885,11 @@ class Producer:
                 self._expire(batch, now)
             if acc.closing and not acc.incomplete:
                 return
+            if self.idempotent and self.producer_id < 0 and acc.has_undrained():
+                if not await self._init_producer_id():
+                    self.metadata.request_update()
+                    await trio.sleep(acc.config.retry_backoff_ms / 1000)
+                continue  # expire what waited too long, then try again
             cluster = self.metadata.cluster
             check = acc.ready(cluster, now)
             if check.unknown_leaders:
@@ -812,6 +902,8 @@ class Producer:
                 if broker is None:
                     continue
                 batches = acc.drain(cluster, node, self.max_request_size, now)
+                if batches and self.idempotent:
+                    self._stamp(batches)
                 if batches:
                     self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
                     in_flight = _InFlightRequest(node, batches, cluster)
@@ -823,6 +915,73 @@ class Producer:
             else:
                 with trio.move_on_after(sleep_seconds(wake_at - _now_ms())):
                     await self._wakeup.wait()
+
+    # --- idempotence -------------------------------------------------------------------
+
+    async def _init_producer_id(self) -> bool:
+        """Ask the known brokers in turn for a producer id (InitProducerId) until one
+        gives it (sequences start over); False when none did (the sender retries after
+        the backoff, expiring batches meanwhile)."""
+        request = m.InitProducerIdRequest()
+        for broker in list(self.metadata.cluster.brokers.values()):
+            try:
+                response = await self._pool.request(
+                    broker.host,
+                    broker.port,
+                    request,
+                    timeout_s=self.request_timeout_ms / 1000,
+                )
+            except TributaryError as exc:
+                log.info("InitProducerId to broker %d failed: %s", broker.node_id, exc)
+                continue
+            code = ErrorCode.from_code(response.error_code)
+            if code is ErrorCode.NONE:
+                self.producer_id = response.producer_id
+                self.producer_epoch = response.producer_epoch
+                self._next_sequence.clear()
+                log.info(
+                    "idempotent producer id %d, epoch %d", self.producer_id, self.producer_epoch
+                )
+                return True
+            if not code.is_retriable and code is not ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                error = TributaryError(code, "InitProducerId failed")
+                for batch in self.accumulator.abandon_all():
+                    self._finish(batch, error=error)
+                return False
+            log.info("InitProducerId: broker %d answered %s", broker.node_id, code.name)
+        return False
+
+    def _stamp(self, batches: list[ProducerBatch]) -> None:
+        """Give fresh batches (and retries stamped under an older producer id or epoch)
+        this producer's id, epoch and their partition's next sequences."""
+        for batch in batches:
+            if (
+                batch.base_sequence >= 0
+                and batch.producer_id == self.producer_id
+                and batch.producer_epoch == self.producer_epoch
+            ):
+                continue  # a retry: the same bytes, the same sequence
+            sequence = self._next_sequence.get(batch.tp, 0)
+            batch.stamp(self.producer_id, self.producer_epoch, sequence)
+            self._next_sequence[batch.tp] = (sequence + batch.record_count) % SEQUENCE_MODULUS
+
+    def _bump_epoch(self, why: str) -> None:
+        """Start a new sequence space (Kafka's idempotent epoch bump, KIP-360): the next
+        epoch of the same id, or a new id when the epoch is exhausted."""
+        if self.producer_id < 0:
+            return
+        log.warning(
+            "idempotent producer %d: bumping epoch %d after %s",
+            self.producer_id,
+            self.producer_epoch,
+            why,
+        )
+        if self.producer_epoch >= _INT16_MAX:
+            self.producer_id = NO_PRODUCER_ID
+            self.producer_epoch = NO_PRODUCER_EPOCH
+        else:
+            self.producer_epoch += 1
+        self._next_sequence.clear()
 
     def _build_request(self, batches: list[ProducerBatch]) -> m.ProduceRequest:
         by_topic: dict[str, list[m.ProducePartition]] = {}
@@ -889,15 +1048,47 @@ class Producer:
                 self._finish(
                     batch, base_offset=answer.base_offset, log_append_time=answer.log_append_time_ms
                 )
+            elif batch.base_sequence >= 0 and code in _IDEMPOTENCE_ERRORS:
+                self._idempotence_error(batch, code, answer.error_message)
             else:
                 self._retry_or_fail(batch, code, TributaryError(code, answer.error_message))
 
-    def _retry_or_fail(self, batch: ProducerBatch, code: ErrorCode, error: TributaryError) -> None:
+    def _idempotence_error(self, batch: ProducerBatch, code: ErrorCode, message: str | None):
+        if batch.state is BatchState.DONE:  # expired while in flight
+            self.accumulator.release(batch)
+            return
+        if code is ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            # Written before, but too long ago for the broker to say where: success with
+            # an unknown offset (Kafka's Sender does the same).
+            self._finish(batch, base_offset=-1)
+            return
+        stale = (batch.producer_id, batch.producer_epoch) != (
+            self.producer_id,
+            self.producer_epoch,
+        )
+        error = TributaryError(code, message)
+        if code is ErrorCode.INVALID_PRODUCER_EPOCH and stale:
+            self._retry_or_fail(batch, code, error, retriable=True)  # restamped when drained
+            return
+        if not stale:
+            self._bump_epoch(f"{code.name} on {batch.tp}")
+        log.warning("failed to deliver %d record(s) to %s: %s", batch.record_count, batch.tp, error)
+        self._finish(batch, error=error)
+
+    def _retry_or_fail(
+        self,
+        batch: ProducerBatch,
+        code: ErrorCode,
+        error: TributaryError,
+        *,
+        retriable: bool | None = None,
+    ) -> None:
         now = _now_ms()
         if batch.state is BatchState.DONE:  # expired while in flight
             self.accumulator.release(batch)
             return
-        retriable = error.retriable
+        if retriable is None:
+            retriable = error.retriable
         in_time = now - batch.created_ms < self.accumulator.config.delivery_timeout_ms
         if retriable and batch.attempts < self.retries and in_time:
             log.info(
@@ -921,6 +1112,13 @@ class Producer:
         self._finish(batch, error=error)
 
     def _expire(self, batch: ProducerBatch, now: float, cause: BaseException | None = None) -> None:
+        if (
+            batch.base_sequence >= 0
+            and batch.attempts + (batch.state is BatchState.IN_FLIGHT) > 0
+            and (batch.producer_id, batch.producer_epoch) == (self.producer_id, self.producer_epoch)
+        ):
+            # Sent, fate unknown: later sequences could be out of order. Start over.
+            self._bump_epoch(f"a batch for {batch.tp} expired")
         waited = now - batch.created_ms
         cause = cause or batch.last_error
         error = DeliveryTimeoutError(

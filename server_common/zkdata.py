@@ -25,6 +25,8 @@ ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 # in a partition it leads asks, with one child per broker, to hand the leadership over.
 ADMIN_LEADER_STEP_DOWN = "/admin/leader_step_down"
 CLUSTER_ID = "/cluster/id"
+# Idempotent producers' id blocks (Kafka 2.8's ZooKeeper ProducerIdManager).
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Paths a fresh cluster needs (Kafka creates the same persistent paths on start-up).
 PERSISTENT_PATHS = (

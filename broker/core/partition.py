@@ -40,6 +40,7 @@ from broker.core.isr import (
     ordered,
 )
 from broker.core.log.errors import KeylessRecordError
+from broker.core.log.producer_state import ProducerStateError
 from broker.core.replica import FollowerState
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
@@ -257,6 +258,8 @@ class Partition:
             info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
         except KeylessRecordError as exc:
             raise PartitionError(ErrorCode.INVALID_RECORD, str(exc)) from None
+        except ProducerStateError as exc:  # idempotent producer: out of order, old epoch...
+            raise PartitionError(exc.code, str(exc)) from None
         self.maybe_increment_hw(now_ms)
         return info
 

@@ -95,6 +95,7 @@ class ReplicaManagerStats:
     bytes_in: int = 0
     bytes_out: int = 0
     messages_in: int = 0
+    duplicate_batches: int = 0  # idempotent producers' retries answered with the first write
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +237,12 @@ class ReplicaManager:
         except Exception as exc:  # a storage failure must not take the broker down
             log.exception("%s: append failed", tp)
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
-        self.stats.bytes_in += len(records)
-        self.stats.messages_in += info.last_offset - info.first_offset + 1
+        if info.duplicate:  # an idempotent producer's retry: answered with the first write
+            self.stats.duplicate_batches += 1
+            log.debug("%s: duplicate batch, answered with offset %d", tp, info.first_offset)
+        else:
+            self.stats.bytes_in += len(records)
+            self.stats.messages_in += info.last_offset - info.first_offset + 1
         # Followers may be waiting for exactly this data.
         self.fetch_purgatory.check_and_complete(tp, now_ms)
         if partition.high_watermark != hw_before:

@@ -32,6 +32,11 @@ Data-plane translations here (version ranges in versions.py):
   which clients fall back to full fetches.
 - ListOffsets (earliest -2, latest -1, by timestamp) and OffsetForLeaderEpoch, always as
   a consumer.
+- InitProducerId 0-4 (idempotent producers, librdkafka's enable.idempotence): a new
+  producer id at epoch 0 from the native handler (a transactional id is refused with
+  INVALID_REQUEST: no transactions). The producer id, epoch and sequences of Kafka-format
+  batches are checked on the native produce path like Tributary's own (the log's
+  producer state reads them from the v2 header, the same in both formats).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from broker.kafka.translation import (
     KafkaRequestError,
     Translation,
     build,
+    default_response,
     kafka_error,
     ms_of,
     response_class,
@@ -646,7 +652,56 @@ OFFSET_FOR_LEADER_EPOCH = Translation(
 )
 
 
+# --- InitProducerId (22) ----------------------------------------------------------------
+
+
+def _init_producer_id_to_native(request: Any, header: KafkaHeader) -> m.InitProducerIdRequest:
+    return m.InitProducerIdRequest(
+        transactional_id=request.transactional_id,
+        transaction_timeout_ms=ms_of(request.transaction_timeout),
+        producer_id=int(getattr(request, "producer_id", -1)),
+        producer_epoch=int(getattr(request, "producer_epoch", -1)),
+    )
+
+
+def _init_producer_id_from_native(response: m.InitProducerIdResponse, version: int) -> Any:
+    return build(
+        response_class(ApiKey.INIT_PRODUCER_ID, version),
+        throttle_time=ZERO_MS,
+        error_code=kafka_error(response.error_code),
+        producer_id=response.producer_id,
+        producer_epoch=response.producer_epoch,
+    )
+
+
+def _init_producer_id_error(request: Any, version: int, code: int) -> Any:
+    return default_response(
+        response_class(ApiKey.INIT_PRODUCER_ID, version),
+        code,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+
+
+INIT_PRODUCER_ID = Translation(
+    api_key=ApiKey.INIT_PRODUCER_ID,
+    min_version=0,
+    max_version=4,
+    to_native=_init_producer_id_to_native,
+    from_native=_init_producer_id_from_native,
+    error_response=_init_producer_id_error,
+)
+
+
 TRANSLATIONS: dict[int, Translation] = {
     int(t.api_key): t
-    for t in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH)
+    for t in (
+        API_VERSIONS,
+        METADATA,
+        PRODUCE,
+        FETCH,
+        LIST_OFFSETS,
+        OFFSET_FOR_LEADER_EPOCH,
+        INIT_PRODUCER_ID,
+    )
 }

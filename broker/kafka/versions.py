@@ -16,6 +16,8 @@ Data-plane ranges (translate.py) and why they stop where they do:
 - Metadata 0-12: v10+ carry topic ids; we send the zero UUID (unknown), as Kafka does
   for topics without one; v13 adds nothing a client needs.
 - OffsetForLeaderEpoch 2-4, ApiVersions 0-3.
+- InitProducerId 0-4: every version librdkafka and the Java client use for idempotence;
+  v5 is unreleased in Kafka 2.8/3.x era clients.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22  # the idempotent producer (KIP-98, no transactions)
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35

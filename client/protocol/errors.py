@@ -139,6 +139,25 @@ class ErrorCode(IntEnum):
         "The request is malformed or was sent to an incompatible broker.",
     )
     POLICY_VIOLATION = (44, False, "Request parameters do not satisfy the configured policy.")
+    # --- idempotent producer (KIP-98) ---
+    OUT_OF_ORDER_SEQUENCE_NUMBER = (
+        45,
+        False,
+        "The broker received an out of order sequence number.",
+    )
+    DUPLICATE_SEQUENCE_NUMBER = (46, False, "The broker received a duplicate sequence number.")
+    INVALID_PRODUCER_EPOCH = (
+        47,
+        False,
+        "Producer attempted to produce with an old epoch.",
+    )
+    INVALID_PRODUCER_ID_MAPPING = (
+        49,
+        False,
+        "The producer attempted to use a producer id which is not currently assigned to its "
+        "transactional id.",
+    )
+    # --- end idempotent producer ---
     KAFKA_STORAGE_ERROR = (56, True, "Disk error when trying to access log file on the disk.")
     LOG_DIR_NOT_FOUND = (
         57,

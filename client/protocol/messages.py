@@ -1152,6 +1152,28 @@ class DeleteGroupsResponse:
     results: list[DeleteGroupsResponseResult]
 
 
+# --- InitProducerId (22) --------------------------------------------------------------------
+# The idempotent producer's id and epoch (KIP-98). Tributary has no transactions: a
+# request naming a transactional id is refused. `producer_id`/`producer_epoch` (Kafka's
+# v3 fields, KIP-360) name the producer's current id and epoch, -1 for a new producer.
+
+
+@struct
+class InitProducerIdRequest:
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@struct
+class InitProducerIdResponse:
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
 # --- the registry --------------------------------------------------------------------------
 
 REGISTRY = ApiRegistry(
@@ -1200,6 +1222,7 @@ REGISTRY = ApiRegistry(
             ListPartitionReassignmentsResponse,
         ),
         (ApiKey.VERIFY_LOG_DIRS, VerifyLogDirsRequest, VerifyLogDirsResponse),
+        (ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
     ]
 )
 

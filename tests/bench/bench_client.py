@@ -1,12 +1,14 @@
 """Client throughput against a real broker running in another process.
 
 Producer: 100-byte values, acks=1, linger 5 ms, batch 64 KiB, no compression (and once
-with lz4), as many records as fit in a few seconds. Consumer: read them all back from
-the beginning. Figures are records/s and MB/s of values, and the client process's CPU time per
-record (steadier than wall time on a busy machine); nothing is asserted. The broker is
-the real one, alone in a test cluster process (`python -m tests.support.cluster`: an
-in-memory ZooKeeper, its log in a temporary directory), so the wall-time figures include
-its work too; the CPU figures are the client's (and the wire protocol's) alone.
+with lz4), as many records as fit in a few seconds; then acks=all with idempotence off
+and on (issue 13: the cost of producer ids, sequences and the broker's duplicate check).
+Consumer: read them all back from the beginning. Figures are records/s and MB/s of
+values, and the client process's CPU time per record (steadier than wall time on a busy
+machine); nothing is asserted. The broker is the real one, alone in a test cluster
+process (`python -m tests.support.cluster`: an in-memory ZooKeeper, its log in a
+temporary directory), so the wall-time figures include its work too; the CPU figures
+are the client's (and the wire protocol's) alone.
 """
 
 from __future__ import annotations
@@ -45,11 +47,19 @@ def _start_broker() -> tuple[subprocess.Popen, str]:
     return process, bootstrap
 
 
-async def _produce(bootstrap: str, topic: str, count: int, compression: str) -> float:
+async def _produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    compression: str,
+    acks: int | str = 1,
+    idempotence: bool = False,
+) -> float:
     value = b"x" * VALUE_BYTES
     async with open_producer(
         bootstrap,
-        acks=1,
+        acks=acks,
+        enable_idempotence=idempotence,
         linger_ms=5,
         batch_size=64 * 1024,
         compression_type=compression,
@@ -103,6 +113,10 @@ def main() -> None:
         print(_line("consume (from the beginning)", RECORDS + 1, seconds, cpu), flush=True)
         seconds, cpu = _timed(_produce, bootstrap, "bench", RECORDS, "lz4")
         print(_line("produce, lz4", RECORDS, seconds, cpu), flush=True)
+        for idempotence in (False, True):
+            seconds, cpu = _timed(_produce, bootstrap, "bench", RECORDS, "none", "all", idempotence)
+            what = f"produce acks=all, idempotence {'on' if idempotence else 'off'}"
+            print(_line(what, RECORDS, seconds, cpu), flush=True)
     finally:
         if process.stdin is not None:
             process.stdin.close()

@@ -20,6 +20,7 @@ import pytest
 
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
+from client.protocol.records import read_header
 from client.protocol.types import TopicPartition
 from tests.support.cluster import ClusterThread
 from tools.cli import main
@@ -190,6 +191,16 @@ def test_a_failed_record_makes_produce_exit_1_with_the_reason(run, runner):
     assert error.startswith("error: 1 record(s) failed: RECORD_LIST_TOO_LARGE")
     code, _, err = run("produce", "t", "--key-separator", "=", stdin=b"k=v\nno-separator\n")
     assert code == 1 and "line 2 has no key separator '='" in err
+
+
+def test_produce_idempotence_flags(run, runner):
+    runner.call(runner.cluster.create_topic, "t", 1)
+    code, _, err = run("produce", "t", "--acks", "1", "--enable-idempotence", stdin=b"v\n")
+    assert code == 2 and one_error_line(err) == "error: --enable-idempotence requires --acks all"
+    for flags, idempotent in ((["--acks", "all"], True), (["--no-enable-idempotence"], False)):
+        assert run("produce", "t", *flags, stdin=b"v\n")[0] == 0
+        batch = runner.call(runner.cluster.batches, TopicPartition("t", 0))[-1]
+        assert (read_header(batch).producer_id >= 0) is idempotent
 
 
 def test_unknown_topic_is_one_line(run):

@@ -82,6 +82,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--report", action="store_true", help="print one JSON line per acknowledged record"
     )
+    parser.add_argument(
+        "--enable-idempotence",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="idempotent producer: retries are never written twice (Kafka's "
+        "enable.idempotence; on by default with --acks all, and requires it)",
+    )
     add_bootstrap_option(parser)
     parser.set_defaults(handler=_produce)
 
@@ -160,6 +167,10 @@ def producer_config(args: argparse.Namespace) -> dict:
         "linger_ms": args.linger_ms,
         **client_options(args),
     }
+    if args.enable_idempotence is not None:
+        config["enable_idempotence"] = args.enable_idempotence
+    if args.enable_idempotence and args.acks not in ("all", "-1"):
+        raise CliError("--enable-idempotence requires --acks all", exit_code=2)
     request_timeout = config.get("request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS)
     delivery_timeout = args.delivery_timeout_ms
     if delivery_timeout is None:

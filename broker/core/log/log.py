@@ -23,6 +23,17 @@ How it works:
   clean), lowered by truncation. With `cleanup.policy` compact, the leader refuses
   records without a key (`KeylessRecordError`), as Kafka does.
 
+Idempotent producers (`producer_state.py`): the leader path asks the producer state about
+every batch before writing; a duplicate of one of a producer's last five batches is not
+written and the append reports the original offsets (`LogAppendInfo.duplicate`); an
+out-of-order sequence or an old epoch raises `ProducerStateError`. Both paths record what
+they wrote, so followers hold the same state as the leader. The state is snapshotted to
+`<offset>.snapshot` beside the segments when a segment rolls and when the log closes
+cleanly; `open` loads the newest snapshot not beyond the log end and replays the batches
+after it, and truncation reloads it the same way from a snapshot at or below the new end
+(so the state never describes offsets the log no longer holds). Snapshots below the log
+start offset are deleted with the segments; the two newest are kept.
+
 Truncation works on batch boundaries: `truncate_to(n)` removes the whole batch holding
 offset n, so the LEO afterwards is that batch's base offset (<= n).
 """
@@ -51,6 +62,11 @@ from broker.core.log.errors import (
     UnexpectedAppendOffsetError,
 )
 from broker.core.log.leader_epoch import LeaderEpochCache
+from broker.core.log.producer_state import (
+    DEFAULT_PRODUCER_EXPIRATION_MS,
+    ProducerStateManager,
+    SnapshotError,
+)
 from broker.core.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -91,6 +107,11 @@ EARLIEST_TIMESTAMP = -2
 # Files a crash can leave behind mid-operation; removed when the log opens.
 _TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+SNAPSHOT_SUFFIX = ".snapshot"
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+# Producer state snapshots kept (Kafka keeps those above the log start offset; two are
+# enough to survive one damaged file).
+_SNAPSHOTS_RETAINED = 2
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -114,6 +135,9 @@ class LogAppendInfo(NamedTuple):
     valid_bytes: int
     log_append_time_ms: int  # -1 unless LogAppendTime stamped the batches
     log_start_offset: int
+    # True when the batch duplicated one already written by its idempotent producer:
+    # nothing was appended, the offsets are those of the original.
+    duplicate: bool = False
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -168,6 +192,7 @@ class Log:
         self._epoch_cache = LeaderEpochCache(
             LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), name=str(self._tp)
         )
+        self._producer_state = ProducerStateManager()
 
     # ================================================================== opening
 
@@ -252,6 +277,7 @@ class Log:
             if start < leo and (latest is None or epoch > latest):
                 self._epoch_cache.assign(epoch, start)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
+        self._load_producer_state(had_clean_shutdown)
         logger.debug(
             "Loaded log %s: %d segment(s), offsets [%d, %d), recovery point %d",
             self._tp,
@@ -436,6 +462,22 @@ class Log:
         headers = validate_batches(records, strict=True)
         if not headers:
             return self._empty_append_info()
+        idempotent = any(header[9] >= 0 for header in headers)
+        if idempotent:
+            duplicate = self._producer_state.check_append(headers)  # ProducerStateError
+            if duplicate is not None:
+                return LogAppendInfo(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.timestamp,
+                    duplicate.last_offset,
+                    0,
+                    0,
+                    0,
+                    -1,
+                    self._log_start_offset,
+                    True,
+                )
         if self._config.compact_enabled:
             self._check_keys(records, headers)
         config = self._config
@@ -465,6 +507,11 @@ class Log:
             next_offset = last + 1
             position += size
         info = self._append(buffers, position, headers, placements, now_ms)
+        state = self._producer_state
+        if idempotent:
+            for header, placement in zip(headers, placements, strict=True):
+                state.update(header, placement.base_offset)
+        state.update_end_offset(next_offset)
         if leader_epoch >= 0:
             latest = self._epoch_cache.latest_epoch
             if latest is None or leader_epoch > latest:
@@ -518,6 +565,11 @@ class Log:
             )
             previous_last = last
         info = self._append([records], len(records), headers, placements, now_ms)
+        state = self._producer_state
+        for header in headers:
+            if header[9] >= 0:
+                state.update(header)
+        state.update_end_offset(placements[-1].last_offset + 1)
         for header in headers:
             epoch = header.partition_leader_epoch
             latest = self._epoch_cache.latest_epoch
@@ -611,6 +663,7 @@ class Log:
             self._remove_segments(1)
         else:
             active.on_become_inactive()
+        self._take_snapshot()
         segment = LogSegment.create(self._dir, new_base, **self._segment_args(now_ms))
         self._add_segment(segment)
         logger.info("Log %s: rolled new segment at offset %d", self._tp, new_base)
@@ -730,6 +783,7 @@ class Log:
         self._segments[-1].truncate_to(offset)
         new_leo = self.log_end_offset
         self._epoch_cache.truncate_from_end(new_leo)
+        self._reload_producer_state(new_leo)
         self._log_start_offset = min(self._log_start_offset, new_leo)
         self._recovery_point = min(self._recovery_point, new_leo)
         self._cleaner_checkpoint = min(self._cleaner_checkpoint, new_leo)
@@ -745,6 +799,8 @@ class Log:
         self._remove_segments(len(self._segments))
         self._add_segment(LogSegment.create(self._dir, offset, **self._segment_args(now)))
         self._epoch_cache.clear()
+        self._delete_snapshots(lambda _offset: True)
+        self._producer_state = ProducerStateManager(offset)
         self._log_start_offset = offset
         self._recovery_point = offset
         self._cleaner_checkpoint = offset
@@ -856,6 +912,8 @@ class Log:
         )
         self._remove_segments(count, from_start=True)
         self._advance_log_start_offset(self._segments[0].base_offset)
+        start = self._log_start_offset
+        self._delete_snapshots(lambda offset: offset < start)
         return count
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
@@ -880,6 +938,106 @@ class Log:
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> bool:
         """Record a new leader epoch starting at `start_offset` (on becoming leader)."""
         return self._epoch_cache.assign(leader_epoch, start_offset)
+
+    # ================================================================== producer state
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    def remove_expired_producers(
+        self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+    ) -> int:
+        """Forget idempotent producers idle longer than `expiration_ms`
+        (transactional.id.expiration.ms); how many went."""
+        return self._producer_state.remove_expired(now_ms, expiration_ms)
+
+    def _snapshot_offsets(self) -> list[int]:
+        return sorted(
+            int(m.group(1))
+            for m in map(_SNAPSHOT_NAME.match, os.listdir(self._dir))
+            if m is not None
+        )
+
+    def _snapshot_path(self, offset: int) -> Path:
+        return self._dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def _delete_snapshots(self, doomed) -> None:
+        for offset in self._snapshot_offsets():
+            if doomed(offset):
+                self._snapshot_path(offset).unlink(missing_ok=True)
+
+    def _take_snapshot(self) -> None:
+        """Write the producer state at the LEO as `<LEO>.snapshot`, empty or not (as Kafka
+        does: a snapshot spares the next start or truncation a scan of the log from its
+        start); keep the newest `_SNAPSHOTS_RETAINED`."""
+        leo = self.log_end_offset
+        state = self._producer_state
+        offsets = self._snapshot_offsets()
+        if offsets and offsets[-1] == leo:
+            return
+        state.update_end_offset(leo)
+        path = self._snapshot_path(leo)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(state.to_bytes())
+        os.replace(tmp, path)
+        self._dir_dirty = True
+        for offset in offsets[: max(0, len(offsets) + 1 - _SNAPSHOTS_RETAINED)]:
+            self._snapshot_path(offset).unlink(missing_ok=True)
+
+    def _load_producer_state(self, had_clean_shutdown: bool) -> None:
+        if had_clean_shutdown and not self._snapshot_offsets():
+            # A clean shutdown always leaves a snapshot; none means a log written before
+            # producer state existed, which holds no idempotent batches: skip the scan.
+            self._producer_state = ProducerStateManager(self.log_end_offset)
+            return
+        self._reload_producer_state(self.log_end_offset)
+
+    def _reload_producer_state(self, end: int) -> None:
+        """The producer state at `end`: the newest readable snapshot at or below it (newer
+        ones are deleted: they describe offsets the log no longer holds), then the batches
+        from the snapshot's offset to the LEO."""
+        state: ProducerStateManager | None = None
+        start = self._log_start_offset
+        for offset in reversed(self._snapshot_offsets()):
+            path = self._snapshot_path(offset)
+            if offset > end:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                state = ProducerStateManager.from_bytes(path.read_bytes())
+            except (OSError, SnapshotError) as exc:
+                logger.warning("Log %s: ignoring snapshot %s: %s", self._tp, path.name, exc)
+                path.unlink(missing_ok=True)
+                continue
+            state.map_end_offset = offset
+            break
+        if state is None:
+            state = ProducerStateManager(min(start, end))
+        from_offset = state.map_end_offset
+        if from_offset < self.log_end_offset:
+            self._replay_producer_state(state, from_offset)
+        self._producer_state = state
+
+    def _replay_producer_state(self, state: ProducerStateManager, from_offset: int) -> None:
+        first = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
+        try:
+            for segment in self._segments[first:]:
+                position = 0
+                if segment.base_offset < from_offset:
+                    found = segment.translate_offset(from_offset)
+                    if found is None:
+                        continue
+                    position = found[0]
+                for _, header in segment.iter_headers(position):
+                    if header.base_offset + header.last_offset_delta < from_offset:
+                        continue
+                    if header[9] >= 0:
+                        state.update(header)
+                    state.update_end_offset(header.base_offset + header.last_offset_delta + 1)
+        except RecordError as exc:
+            logger.warning("Log %s: producer state rebuilt only partly: %s", self._tp, exc)
+        state.update_end_offset(self.log_end_offset)
 
     # ================================================================== durability
 
@@ -920,6 +1078,10 @@ class Log:
         """Close the files (no fsync: call flush first for a clean shutdown)."""
         if self._closed:
             return
+        try:
+            self._take_snapshot()
+        except OSError as exc:
+            logger.warning("Log %s: producer state snapshot failed at close: %s", self._tp, exc)
         for segment in self._segments:
             segment.close()
         self._closed = True

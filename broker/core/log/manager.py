@@ -39,6 +39,7 @@ from broker.core.log.checkpoint import OffsetCheckpointFile, fsync_dir, write_at
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import CheckpointError, LogDirLockedError, LogError
 from broker.core.log.log import Log, parse_topic_partition
+from broker.core.log.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from client.protocol.types import TopicPartition
 
 __all__ = [
@@ -100,6 +101,9 @@ class LogManager:
         self._high_watermarks = OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT)
         self._cleaner_offsets = OffsetCheckpointFile(log_dir / CLEANER_CHECKPOINT)
         self._scrub_offsets = OffsetCheckpointFile(log_dir / SCRUB_CHECKPOINT)
+        # transactional.id.expiration.ms: idle idempotent producers are forgotten at
+        # retention time (the broker sets it from its config).
+        self.producer_expiration_ms = DEFAULT_PRODUCER_EXPIRATION_MS
 
     @classmethod
     def open(
@@ -281,6 +285,7 @@ class LogManager:
             if high_watermarks is not None and hw is None:
                 continue
             deleted += log.delete_old_segments(now_ms, high_watermark=hw)
+            log.remove_expired_producers(now_ms, self.producer_expiration_ms)
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted
