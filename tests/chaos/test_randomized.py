@@ -12,11 +12,8 @@ CHAOS_MINUTES=..` the long one. The summary table is printed at the end of the s
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 
-from client.producer import Producer
 from tests.chaos.checker import Summary
 from tests.chaos.conftest import CHAOS_MINUTES, CHAOS_SEED, record_summary
 from tests.chaos.nemesis import Nemesis
@@ -26,20 +23,13 @@ pytestmark = pytest.mark.integration
 
 SHORT_FAULT_S = 40.0
 FAULT_S = CHAOS_MINUTES * 60 if CHAOS_MINUTES > 0 else SHORT_FAULT_S
-_IDEMPOTENT_PRODUCER = "enable_idempotence" in inspect.signature(Producer.__init__).parameters
 
 
 @pytest.mark.parametrize(
     "idempotent",
     [
-        pytest.param(None, id="producer-default"),
-        pytest.param(
-            True,
-            id="idempotent",
-            marks=pytest.mark.skipif(
-                not _IDEMPOTENT_PRODUCER, reason="the producer has no enable_idempotence yet"
-            ),
-        ),
+        pytest.param(False, id="idempotence-off"),
+        pytest.param(True, id="idempotence-on"),
     ],
 )
 @pytest.mark.timeout(FAULT_S + 600)  # the faults, plus start-up, restoration and audit
@@ -53,7 +43,7 @@ def test_seeded_random_faults(chaos_cluster, idempotent):
     )
     summary = Summary(
         f"randomized run, seed {CHAOS_SEED}, {duration:.0f} s of faults, "
-        f"idempotence {'on' if idempotent else 'default' if idempotent is None else 'off'}"
+        f"idempotence {'on' if idempotent else 'off'}"
     )
     summary.faults.update(nemesis.counts)
     summary.add("random faults", verdict)
