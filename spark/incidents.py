@@ -45,7 +45,9 @@ __all__ = [
     "Span",
     "failure_timeline",
     "format_duration",
+    "leader_counts",
     "partition_counts",
+    "partition_states",
 ]
 
 BROKER_KINDS = ("became_leader", "isr_shrink", "isr_expand", "session_lost")
@@ -105,6 +107,9 @@ class FailureTimeline:
     incidents: list[Incident] = field(default_factory=list)
     under_replicated_ms: int = 0  # time with at least one partition under-replicated
     offline_ms: int = 0  # time with at least one partition offline
+    # (ts, (topic, partition), leader) each time a partition's leader changed (-1: none)
+    leaders: list[tuple[int, tuple[str, int], int]] = field(default_factory=list)
+    partitions: list[tuple[str, int]] = field(default_factory=list)  # every one seen
 
     def lanes(self) -> list[str]:
         """Lane names in drawing order: controller, brokers, then partitions."""
@@ -117,6 +122,66 @@ class FailureTimeline:
             return (2, lane)
 
         return sorted({s.lane for s in self.spans}, key=order)
+
+
+def leader_counts(timeline: FailureTimeline) -> dict[int, list[tuple[int, int]]]:
+    """Per broker, (ts, partitions it leads) at the start and at every change, up to the
+    end of the timeline (a step function); a broker that never led anything is absent."""
+    if timeline.start_ts is None:
+        return {}
+    current: dict[tuple[str, int], int] = {}
+    counts: dict[int, int] = {}
+    series: dict[int, list[tuple[int, int]]] = {}
+    for ts, tp, leader in sorted(timeline.leaders, key=lambda e: e[0]):
+        old = current.get(tp)
+        current[tp] = leader
+        for broker, step in ((old, -1), (leader, 1)):
+            if broker is None or broker == NO_LEADER:
+                continue
+            counts[broker] = counts.get(broker, 0) + step
+            points = series.setdefault(broker, [(timeline.start_ts, 0)])
+            if points[-1][0] == ts:
+                points[-1] = (ts, counts[broker])
+            else:
+                points.append((ts, counts[broker]))
+    end = timeline.end_ts if timeline.end_ts is not None else timeline.start_ts
+    for broker, points in series.items():
+        points.append((end, counts[broker]))
+    return series
+
+
+# Partition states in `partition_states`' matrix.
+STATE_FULL, STATE_UNDER_REPLICATED, STATE_OFFLINE = 0, 1, 2
+
+
+def partition_states(
+    timeline: FailureTimeline, bins: int = 200
+) -> tuple[list[str], list[int], list[list[int]]]:
+    """The ISR heatmap's data: partition names, the start ts of each of `bins` equal time
+    bins, and per partition per bin its worst state in that bin (STATE_FULL,
+    STATE_UNDER_REPLICATED, STATE_OFFLINE)."""
+    if timeline.start_ts is None or not timeline.partitions:
+        return [], [], []
+    start = timeline.start_ts
+    end = max(timeline.end_ts if timeline.end_ts is not None else start, start + 1)
+    width = (end - start) / bins
+    edges = [start + int(i * width) for i in range(bins)]
+    names = [f"{t}-{p}" for t, p in timeline.partitions]
+    index = {name: i for i, name in enumerate(names)}
+    matrix = [[STATE_FULL] * bins for _ in names]
+    for span in timeline.spans:
+        state = {"under_replicated": STATE_UNDER_REPLICATED, "offline": STATE_OFFLINE}.get(
+            span.kind
+        )
+        row = index.get(span.lane.removeprefix("ISR "))
+        if state is None or row is None:
+            continue
+        stop = span.end_ts if span.end_ts is not None else end
+        first = max(0, min(bins - 1, int((span.start_ts - start) / width)))
+        last = max(first, min(bins - 1, int((max(stop - 1, span.start_ts) - start) / width)))
+        for b in range(first, last + 1):
+            matrix[row][b] = max(matrix[row][b], state)
+    return names, edges, matrix
 
 
 def partition_counts(timeline: FailureTimeline) -> list[tuple[int, int, int]]:
@@ -179,6 +244,7 @@ class _Replay:
         self.epoch: dict[tuple[str, int], int] = {}
         self.isr: dict[tuple[str, int], list[int]] = {}
         self.leader: dict[tuple[str, int], int | None] = {}
+        self.leader_history: list[tuple[int, tuple[str, int], int]] = []
         self.rf: dict[tuple[str, int], int] = {}
         self.under_since: dict[tuple[str, int], int] = {}
         self.offline_since: dict[tuple[str, int], int] = {}
@@ -303,6 +369,8 @@ class _Replay:
         if replicas:
             self.rf[tp] = max(self.rf.get(tp, 0), len(replicas))
         if leader is not None:
+            if self.leader.get(tp) != leader:
+                self.leader_history.append((ts, tp, leader))
             self.leader[tp] = leader
         if isr is not None:
             old = self.isr.get(tp)
@@ -439,8 +507,17 @@ def failure_timeline(
     spans = sorted(replay.spans, key=lambda s: (s.start_ts, s.lane))
     markers = sorted(replay.markers, key=lambda m: (m.ts, m.kind))
     incidents = sorted(replay.incidents, key=lambda i: (i.start_ts, i.subject))
+    known = set(replay.isr) | set(replay.leader)
     return FailureTimeline(
-        rows[0][0], last, spans, markers, incidents, replay.under_ms, replay.offline_ms
+        rows[0][0],
+        last,
+        spans,
+        markers,
+        incidents,
+        replay.under_ms,
+        replay.offline_ms,
+        replay.leader_history,
+        sorted(known),
     )
 
 

@@ -6,8 +6,9 @@ Run it as `tributary analytics --data DIR --out OUT [--master URL]`, as
 How it works: the driver lists the broker log dirs under `--data` (and their checkpoint
 files: small) and fails with one line if there are none. Everything else is Spark: the
 records are read once with the `tributary` data source, reduced to the columns the
-analytics need plus a per-record hash, and cached; from them come the per-minute
-throughput (each offset counted once per partition) and the replica consistency audit.
+analytics need plus a per-record hash, and cached; from them come the throughput per
+time bucket (each offset counted once per partition; the bucket width adapts to the run's
+duration, `spark.throughput`) and the replica consistency audit.
 Broker events, controller events and metrics snapshots (declared schemas) give the ISR
 timeline, ISR shrinks/expands, leader changes, under-replicated and offline intervals and
 request latency percentiles. The failure timeline (`spark.incidents`) is replayed on the
@@ -58,8 +59,9 @@ logger = logging.getLogger(__name__)
 # Parquet tables written under OUT, in the order they are computed.
 TABLES = (
     "partitions",
-    "throughput_per_minute",
-    "topic_throughput_per_minute",
+    "throughput",
+    "topic_throughput",
+    "broker_throughput",
     "isr_timeline",
     "isr_events",
     "leader_changes",
@@ -97,6 +99,7 @@ class JobResult:
     audit_status: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     timeline: object = None  # spark.incidents.FailureTimeline
+    bucket_ms: int = 0  # the throughput tables' bucket width
 
     @property
     def audit_failed(self) -> bool:
@@ -192,19 +195,31 @@ def run(
     metrics = events.read_metrics(spark, str(data_path)).cache()
     cached = [records, unique, broker_events, controller_events, metrics]
     try:
-        save("partitions", throughput.partition_summary(unique))
-        minutes = throughput.per_minute(unique)
-        save("throughput_per_minute", minutes)
-        save("topic_throughput_per_minute", throughput.topic_per_minute(minutes))
-
         ends = (
             broker_events.select("ts")
             .unionByName(controller_events.select("ts"))
             .unionByName(metrics.select("ts"))
-            .agg(F.max("ts").alias("end"))
+            .agg(F.min("ts").alias("start"), F.max("ts").alias("end"))
             .collect()
         )
+        data_start_ts = ends[0]["start"] if ends else None
         data_end_ts = ends[0]["end"] if ends else None
+        first_record_ts, last_record_ts = throughput.time_range(unique)
+        known = [t for t in (data_start_ts, data_end_ts, first_record_ts, last_record_ts) if t]
+        run_start = min(known) if known else None
+        run_end = max(known) if known else None
+        bucket_ms = throughput.choose_bucket_ms(
+            run_end - run_start if run_start is not None else None
+        )
+        buckets = throughput.per_bucket(unique, bucket_ms)
+        save("throughput", buckets)
+        buckets = spark.read.parquet(str(tables["throughput"]))
+        save("partitions", throughput.partition_summary(unique, buckets, bucket_ms))
+        save(
+            "topic_throughput",
+            throughput.topic_per_bucket(spark, buckets, bucket_ms, run_start, run_end),
+        )
+        save("broker_throughput", throughput.broker_bytes(metrics, bucket_ms))
         isr = timeline.isr_timeline(broker_events, controller_events)
         save("isr_timeline", isr)
         isr_saved = spark.read.parquet(str(tables["isr_timeline"]))
@@ -258,6 +273,7 @@ def run(
         "records (each offset once)": int(totals["records"] or 0),
         "bytes (each offset once)": int(totals["bytes"] or 0),
         "audit": ", ".join(f"{k}: {v}" for k, v in sorted(status.items())) or "nothing audited",
+        "throughput bucket": format_duration(bucket_ms),
     }
     report = ReportData(
         data_dir=str(data_path),
@@ -275,9 +291,13 @@ def run(
             spark, tables["audit_missing"], ["topic", "partition", "start_offset"], REPORT_ROWS
         ),
         partitions=_collect(spark, tables["partitions"], ["topic", "partition"], REPORT_ROWS),
-        topic_minutes=_collect(
-            spark, tables["topic_throughput_per_minute"], ["topic", "minute"], PLOT_ROWS
+        topic_throughput=_collect(
+            spark, tables["topic_throughput"], ["topic", "bucket_ts"], PLOT_ROWS
         ),
+        broker_throughput=_collect(
+            spark, tables["broker_throughput"], ["broker", "bucket_ts"], PLOT_ROWS
+        ),
+        bucket_ms=bucket_ms,
         isr_timeline=_collect(
             spark, tables["isr_timeline"], ["topic", "partition", "ts"], PLOT_ROWS
         ),
@@ -314,6 +334,7 @@ def run(
         status,
         time.monotonic() - started,
         failures,
+        bucket_ms,
     )
 
 

@@ -71,6 +71,8 @@ def build_session(
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
+        # The `tributary` data source narrows its plan by topic, partition, offset, time.
+        "spark.sql.python.filterPushdown.enabled": "true",
     }
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)

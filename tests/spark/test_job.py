@@ -61,19 +61,28 @@ def test_every_table_and_the_report_are_written(job):
     assert result.audit_status == {"ok": 2}
 
 
-def test_records_per_minute_count_each_offset_once(job):
+def test_throughput_counts_each_offset_once_in_buckets_fitted_to_the_run(job):
     replicas, result = job
-    minutes = _table(result, "throughput_per_minute")
-    per_partition = minutes.groupby("partition")["records"].sum().to_dict()
+    buckets = _table(result, "throughput")
+    per_partition = buckets.groupby("partition")["records"].sum().to_dict()
     assert per_partition == {0: 120, 1: 60}  # not 3x: three replicas hold each record
-    # orders-0's 24 batches are a second apart from 22:13:50: 10 of them before 22:14:00.
-    first = minutes[minutes["partition"] == 0].sort_values("minute")["records"].tolist()
-    assert first == [50, 70]
-    assert minutes[minutes["partition"] == 0]["bytes"].sum() == replicas.log_bytes[ORDERS0]
+    assert buckets[buckets["partition"] == 0]["bytes"].sum() == replicas.log_bytes[ORDERS0]
+    width = result.bucket_ms
+    assert set(buckets["bucket_ts"] % width) == {0}
+    # The topic series has a row for every bucket of the run, zeros where idle.
+    topic = _table(result, "topic_throughput").sort_values("bucket_ts")
+    steps = set(topic["bucket_ts"].diff().dropna())
+    assert steps == {width} and topic["records"].sum() == 180
+    assert (topic["records"] == 0).any()
+    # Rates over the buckets with records, and the peak bucket: not a lifetime average.
     summary = _table(result, "partitions").set_index("partition")
     assert (
         summary.loc[1, "records"] == 60 and summary.loc[1, "bytes"] == replicas.log_bytes[ORDERS1]
     )
+    active = buckets[buckets["partition"] == 1]
+    assert summary.loc[1, "active_buckets"] == len(active)
+    assert summary.loc[1, "records_per_s"] == pytest.approx(60 / (len(active) * width / 1000))
+    assert summary.loc[1, "peak_records_per_s"] == pytest.approx(active["records_per_s"].max())
 
 
 def test_isr_changes_leader_changes_and_intervals_are_found(job):
@@ -107,7 +116,7 @@ def test_the_report_lists_the_isr_shrink_and_the_leader_change(job):
     assert "isr_shrink" in page and "isr_expand" in page
     assert "offline_election" in page
     assert "Replica consistency audit" in page and ">ok<" in page
-    assert page.count('<img src="data:image/png;base64,') == 5  # timeline + 4 time plots
+    assert page.count('<img src="data:image/png;base64,') == 6  # timeline + 5 time plots
 
 
 def test_the_timeline_and_the_summary_tell_the_broker_failure(job):
