@@ -9,7 +9,9 @@ records are read once with the `tributary` data source, reduced to the columns t
 analytics need plus a per-record hash, and cached; from them come the throughput per
 time bucket (each offset counted once per partition; the bucket width adapts to the run's
 duration, `spark.throughput`) and the replica consistency audit.
-Broker events, controller events and metrics snapshots (declared schemas) give the ISR
+The offset commits in `__consumer_offsets` give each consumer group's committed offsets
+and lag over time (`spark.groups`). Broker events, controller events and metrics
+snapshots (declared schemas) give the ISR
 timeline, ISR shrinks/expands, leader changes, under-replicated and offline intervals and
 request latency percentiles. The failure timeline (`spark.incidents`) is replayed on the
 driver from the state-change events (bounded: `MAX_TIMELINE_EVENTS`). Every table is
@@ -75,6 +77,9 @@ TABLES = (
     "audit_replicas",
     "audit_divergence",
     "audit_missing",
+    "group_offsets",
+    "group_lag",
+    "group_summary",
 )
 # Rows of each table shown in the report (the Parquet tables hold all of them).
 REPORT_ROWS = 200
@@ -164,7 +169,7 @@ def run(
     from pyspark.sql import functions as F
 
     from spark import audit as audit_
-    from spark import events, latency, throughput, timeline
+    from spark import events, groups, latency, throughput, timeline
     from spark.datasource import FORMAT
     from spark.layout import read_checkpoints
     from spark.report import ReportData, write_report
@@ -237,6 +242,15 @@ def run(
         intervals = spark.read.parquet(str(tables["request_latency"]))
         save("request_latency_cluster", latency.cluster_latency(intervals, latency_bucket_ms))
         save("request_latency_summary", latency.latency_summary(intervals))
+
+        # Consumer groups: only the __consumer_offsets records are read again (pushed down).
+        offsets = spark.read.format(FORMAT).load(str(data_path))
+        offsets = offsets.where(F.col("topic") == groups.OFFSETS_TOPIC)
+        lags = groups.lag_at_commits(groups.offset_commits(offsets), unique)
+        save("group_offsets", lags)
+        lags = spark.read.parquet(str(tables["group_offsets"]))
+        save("group_lag", groups.lag_per_bucket(lags, bucket_ms))
+        save("group_summary", groups.group_summary(lags, unique))
 
         result = audit_.audit(records, inventory)
         try:
@@ -311,6 +325,12 @@ def run(
         latency=_collect(spark, tables["request_latency_cluster"], ["bucket_ts"], PLOT_ROWS),
         latency_summary=_collect(
             spark, tables["request_latency_summary"], ["request"], REPORT_ROWS
+        ),
+        group_lag=_collect(
+            spark, tables["group_lag"], ["group", "topic", "partition", "bucket_ts"], PLOT_ROWS
+        ),
+        group_summary=_collect(
+            spark, tables["group_summary"], ["group", "topic", "partition"], REPORT_ROWS
         ),
         timeline=failures,
     )

@@ -92,6 +92,8 @@ class ReportData:
     offline: Table = field(default_factory=Table.empty)
     latency: Table = field(default_factory=Table.empty)
     latency_summary: Table = field(default_factory=Table.empty)
+    group_lag: Table = field(default_factory=Table.empty)
+    group_summary: Table = field(default_factory=Table.empty)
     timeline: FailureTimeline = field(default_factory=lambda: FailureTimeline(None, None))
 
 
@@ -486,6 +488,59 @@ def _latency_figure(
     return fig, []
 
 
+def group_series(frame: pd.DataFrame, bucket_ms: int) -> dict[str, pd.DataFrame]:
+    """Per group: bucket_ts, time, committed (sum of its partitions' committed offsets)
+    and lag (sum of their lags), each partition's last commit carried forward to the
+    following buckets until it commits again (a partition counts from its first commit)."""
+    out: dict[str, pd.DataFrame] = {}
+    if frame.empty:
+        return out
+    for group, rows in frame.groupby("group"):
+        first, last = int(rows["bucket_ts"].min()), int(rows["bucket_ts"].max())
+        grid = range(first, last + 1, max(bucket_ms, 1))
+        keyed = rows.assign(tp=rows["topic"] + "-" + rows["partition"].astype(str))
+        sums = {}
+        for column in ("committed_offset", "lag"):
+            wide = keyed.pivot_table(
+                index="bucket_ts", columns="tp", values=column, aggfunc="last"
+            ).reindex(grid)
+            sums[column] = wide.ffill().sum(axis=1, min_count=1).fillna(0)
+        series = pd.DataFrame(
+            {"bucket_ts": list(grid), "committed": sums["committed_offset"].values,
+             "lag": sums["lag"].values}
+        )  # fmt: skip
+        series["time"] = pd.to_datetime(series["bucket_ts"], unit="ms")
+        out[str(group)] = series
+    return out
+
+
+def _groups_figure(timeline: FailureTimeline, frame: pd.DataFrame, bucket_ms: int = 0):
+    series = group_series(frame, bucket_ms)
+    if not series:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    for group, rows in sorted(series.items()):
+        for ax, column in zip(axes, ("lag", "committed"), strict=True):
+            times, values = _closed_steps(rows, column, bucket_ms)
+            ax.step(times, values, where="post", label=group)
+    titles = (
+        "Consumer lag per group (records; log end offset at each commit - committed offset)",
+        "Committed offsets per group (sum over its partitions)",
+    )
+    for ax, title in zip(axes, titles, strict=True):
+        ax.set_title(title)
+        ax.set_ylabel("records")
+        ax.set_ylim(bottom=0)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        _draw_markers(ax, timeline)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig, []
+
+
 _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...] = (
     ("timeline", _timeline_figure, lambda d: pd.DataFrame()),
     ("throughput", _throughput_figure, lambda d: d.topic_throughput.frame),
@@ -493,6 +548,7 @@ _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...]
     ("isr_counts", _isr_counts_figure, lambda d: pd.DataFrame()),
     ("isr_heatmap", _isr_heatmap_figure, lambda d: pd.DataFrame()),
     ("latency", _latency_figure, lambda d: d.latency.frame),
+    ("groups", _groups_figure, lambda d: d.group_lag.frame),
 )
 
 
@@ -637,6 +693,13 @@ def write_report(out: Path, data: ReportData) -> Path:
         "waits up to fetch.max.wait.ms when there is nothing new: <b>Fetch wait</b> is that "
         "long-poll wait, <b>Fetch processing</b> the mean of the rest.</p>",
         _table_html(_latency_table(data.latency_summary), what="request types"),
+        "<h2>Consumer groups</h2>",
+        '<p class="note">From the offset commits in __consumer_offsets (what compaction '
+        "left): lag is the partition's log end offset at the moment of each commit minus "
+        "the committed offset; the table's lag is against the log end the data ends "
+        "with.</p>",
+        _image(plots, "groups"),
+        _table_html(data.group_summary, what="committed partitions"),
         "</body></html>",
     ]
     path = out / "report.html"

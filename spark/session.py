@@ -35,8 +35,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_MASTER = "local[*]"
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 _REPO_ROOT = Path(__file__).resolve().parent.parent
-# What executors import: this package and the record format it decodes with.
+# What executors import: this package, the record format it decodes with and the
+# `__consumer_offsets` format.
 _SHIPPED_PACKAGES = ("spark", "client/protocol")
+_SHIPPED_FILES = (
+    "client/__init__.py",
+    "broker/__init__.py",
+    "broker/core/__init__.py",
+    "broker/core/group/offsets_topic.py",
+)
 
 
 def _prepare_environment() -> None:
@@ -99,7 +106,8 @@ def ship_project_code(session: SparkSession) -> Path:
     os.close(fd)
     path = Path(name)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.write(_REPO_ROOT / "client" / "__init__.py", "client/__init__.py")
+        for name in _SHIPPED_FILES:
+            archive.write(_REPO_ROOT / name, name)
         for package in _SHIPPED_PACKAGES:
             for source in sorted((_REPO_ROOT / package).rglob("*.py")):
                 archive.write(source, source.relative_to(_REPO_ROOT).as_posix())
