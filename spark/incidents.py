@@ -25,7 +25,8 @@ order. Pure Python, no Spark: the same rows always give the same timeline.
   vertical lines on every time plot.
 - Incidents: a broker's consecutive not-answering/down/paused spans are one incident
   (kind `killed` when the broker never noticed, `paused` when it wrote `session_lost`,
-  `not answering` when it was only dropped from ISRs); controller failovers are
+  `stopped` when it went down after asking for a controlled shutdown, `not answering`
+  when it was only dropped from ISRs); controller failovers are
   incidents too. Recovery time is from the incident's first failure event to the first
   moment at or after its end when no partition is under-replicated or offline; None
   when that never happens in the data.
@@ -57,6 +58,7 @@ CONTROLLER_KINDS = (
     "broker_up",
     "broker_down",
     "broker_bounced",
+    "controlled_shutdown",
     "leader_change",
     "isr_change",
 )
@@ -206,6 +208,16 @@ def partition_counts(timeline: FailureTimeline) -> list[tuple[int, int, int]]:
     return counts
 
 
+def _incident_kind(phases: list[str]) -> str:
+    if "paused" in phases:
+        return "paused"
+    if "down" in phases:
+        return "killed"
+    if "stopped" in phases:
+        return "stopped"  # a controlled shutdown: planned, but the replicas were away
+    return "not answering"
+
+
 def format_duration(ms: int | None) -> str:
     if ms is None:
         return "-"
@@ -237,6 +249,7 @@ class _Replay:
         self.out_of_isr: dict[int, tuple[int, set[tuple[str, int]]]] = {}  # since, partitions
         self.incident_start: dict[int, int] = {}
         self.incident_phases: dict[int, list[str]] = {}
+        self.stopping: set[int] = set()  # asked for a controlled shutdown, not yet back
         # controller
         self.controller: tuple[int, int] | None = None  # (id, since)
         self.failover_start: int | None = None
@@ -270,25 +283,35 @@ class _Replay:
         phases = self.incident_phases.pop(broker, [])
         if start is None:
             return
-        kind = "paused" if "paused" in phases else "killed" if "down" in phases else None
-        kind = kind or "not answering"
+        kind = _incident_kind(phases)
         self.pending.append((kind, f"broker {broker}", start, ts, " -> ".join(phases)))
+
+    def controlled_shutdown(self, broker: int) -> None:
+        self.stopping.add(broker)
 
     def broker_down(self, broker: int, ts: int) -> None:
         if broker in self.down:
             return
         self._close_out_of_isr(broker, ts, "declared down")
         self.down[broker] = (ts, False)
-        self._begin_incident(broker, ts, "down")
-        self.markers.append(Marker(ts, "broker_down", f"broker {broker} down"))
+        stopped = broker in self.stopping
+        self._begin_incident(broker, ts, "stopped" if stopped else "down")
+        what = "stopped (controlled shutdown)" if stopped else "down"
+        self.markers.append(Marker(ts, "broker_down", f"broker {broker} {what}"))
+
+    def _down_span(self, broker: int, since: int, alive: bool, end: int | None) -> Span:
+        if alive:
+            return Span(f"broker {broker}", "paused", since, end, "paused (session expired)")
+        if broker in self.stopping:
+            return Span(f"broker {broker}", "stopped", since, end, "stopped (controlled)")
+        return Span(f"broker {broker}", "down", since, end, "down")
 
     def broker_up(self, broker: int, ts: int) -> None:
         if broker not in self.down:
             return
         since, alive = self.down.pop(broker)
-        kind = "paused" if alive else "down"
-        label = "paused (ZooKeeper session expired)" if alive else "down"
-        self.spans.append(Span(f"broker {broker}", kind, since, ts, label))
+        self.spans.append(self._down_span(broker, since, alive, ts))
+        self.stopping.discard(broker)
         self.markers.append(Marker(ts, "broker_up", f"broker {broker} up"))
         self._end_incident(broker, ts)
 
@@ -415,9 +438,7 @@ class _Replay:
 
     def finish(self, end_ts: int) -> None:
         for broker, (since, alive) in sorted(self.down.items()):
-            kind = "paused" if alive else "down"
-            label = "paused (ZooKeeper session expired)" if alive else "down"
-            self.spans.append(Span(f"broker {broker}", kind, since, None, label))
+            self.spans.append(self._down_span(broker, since, alive, None))
         for broker in sorted(self.out_of_isr):
             since, tps = self.out_of_isr[broker]
             names = ", ".join(sorted(f"{t}-{p}" for t, p in tps))
@@ -426,10 +447,9 @@ class _Replay:
             )
         for broker, start in sorted(self.incident_start.items()):
             phases = self.incident_phases.get(broker, [])
-            kind = "paused" if "paused" in phases else "killed" if "down" in phases else None
             self.incidents.append(
                 Incident(
-                    kind or "not answering",
+                    _incident_kind(phases),
                     f"broker {broker}",
                     start,
                     None,
@@ -460,6 +480,7 @@ class _Replay:
 
 # Order of events with the same timestamp: who is alive first, then leadership, then ISR.
 _RANK = {
+    "controlled_shutdown": 0,
     "controller_resigned": 0,
     "controller_elected": 1,
     "broker_down": 2,
@@ -534,6 +555,8 @@ def _apply(replay: _Replay, ts: int, tag: str, row: Mapping[str, object]) -> Non
             replay.broker_down(broker, ts)
         elif kind == "broker_up" and broker is not None:
             replay.broker_up(broker, ts)
+        elif kind == "controlled_shutdown" and broker is not None:
+            replay.controlled_shutdown(broker)
         elif kind == "broker_bounced" and broker is not None:
             replay.markers.append(Marker(ts, "broker_bounced", f"broker {broker} bounced"))
         elif kind in ("leader_change", "isr_change") and row.get("topic") is not None:

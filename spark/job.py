@@ -105,6 +105,7 @@ class JobResult:
     seconds: float = 0.0
     timeline: object = None  # spark.incidents.FailureTimeline
     bucket_ms: int = 0  # the throughput tables' bucket width
+    plots: dict = field(default_factory=dict)  # name -> spark.report.Plot, as drawn
 
     @property
     def audit_failed(self) -> bool:
@@ -172,7 +173,7 @@ def run(
     from spark import events, groups, latency, throughput, timeline
     from spark.datasource import FORMAT
     from spark.layout import read_checkpoints
-    from spark.report import ReportData, write_report
+    from spark.report import ReportData, render_report
 
     started = time.monotonic()
     data_path = Path(data).resolve()
@@ -345,7 +346,7 @@ def run(
             "follower truncations": report.truncations.total,
         }
     )
-    report_path = write_report(out_path, report)
+    report_path, plots = render_report(out_path, report)
     return JobResult(
         out_path,
         report_path,
@@ -355,6 +356,7 @@ def run(
         time.monotonic() - started,
         failures,
         bucket_ms,
+        plots,
     )
 
 

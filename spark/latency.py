@@ -182,10 +182,13 @@ def fetch_processing(cluster: pd.DataFrame) -> pd.DataFrame:
     subtracted request by request, so p50/p99 are left empty."""
     if cluster.empty or "request" not in cluster:
         return cluster.iloc[0:0]
+    summary = "bucket_ts" not in cluster  # latency_summary: one bucket for the whole data
+    if summary:
+        cluster = cluster.assign(bucket_ts=0)
     total = cluster[cluster["request"] == FETCH]
     wait = cluster[cluster["request"].astype(str).str.startswith(FETCH_WAIT_PREFIX)]
     if total.empty or wait.empty:
-        return cluster.iloc[0:0]
+        return cluster.iloc[0:0].drop(columns=["bucket_ts"] if summary else [])
     wait_sum = (wait["mean_ms"] * wait["requests"]).groupby(wait["bucket_ts"]).sum().rename("wait")
     merged = total.set_index("bucket_ts").join(wait_sum, how="inner").reset_index()
     processing = (merged["mean_ms"] * merged["requests"] - merged["wait"]).clip(lower=0)
@@ -194,7 +197,7 @@ def fetch_processing(cluster: pd.DataFrame) -> pd.DataFrame:
     out["mean_ms"] = processing / merged["requests"]
     out["p50_ms"] = float("nan")
     out["p99_ms"] = float("nan")
-    return out
+    return out.drop(columns=["bucket_ts"]) if summary else out
 
 
 def latency_intervals(metrics: DataFrame) -> DataFrame:

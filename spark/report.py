@@ -36,7 +36,16 @@ from spark.incidents import (
 )
 from spark.latency import FETCH, FETCH_PROCESSING, FETCH_WAIT_PREFIX, fetch_processing
 
-__all__ = ["Plot", "ReportData", "Table", "incident_table", "render_plots", "write_report"]
+__all__ = [
+    "Plot",
+    "ReportData",
+    "Table",
+    "group_series",
+    "incident_table",
+    "render_plots",
+    "render_report",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +189,7 @@ _MARKER_COLOURS = {
 }
 _SPAN_COLOURS = {
     "down": "#cf222e",
+    "stopped": "#8c959f",
     "paused": "#bc4c00",
     "not_answering": "#d4a72c",
     "active": "#8250df",
@@ -621,6 +631,11 @@ def _markers_note(markers: list[Marker]) -> str:
 
 def write_report(out: Path, data: ReportData) -> Path:
     """Render `data` as the self-contained `out/report.html`; returns its path."""
+    return render_report(out, data)[0]
+
+
+def render_report(out: Path, data: ReportData) -> tuple[Path, dict[str, Plot]]:
+    """`write_report`, also returning the plots drawn (with the data behind them)."""
     out.mkdir(parents=True, exist_ok=True)
     plots = render_plots(data)
     timeline = data.timeline
@@ -704,4 +719,4 @@ def write_report(out: Path, data: ReportData) -> Path:
     ]
     path = out / "report.html"
     path.write_text("\n".join(parts), encoding="utf-8")
-    return path
+    return path, plots

@@ -248,3 +248,10 @@ def test_throughput_buckets_adapt_to_the_run():
     assert choose_bucket_ms(None) == 1_000
     for duration in (1, 10_000, 3_600_000, 400 * 86_400_000):
         assert duration / choose_bucket_ms(duration) <= TARGET_BUCKETS
+
+
+def test_fetch_processing_in_the_whole_run_summary_too():
+    frame = _report_data().latency.frame.drop(columns=["bucket_ts", "time"])
+    frame = frame.groupby("request", as_index=False).first()
+    table = _latency_table(Table(frame, len(frame))).frame
+    assert table[table["request"] == "Fetch processing"]["mean_ms"].tolist() == [10.0]
