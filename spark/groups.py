@@ -16,9 +16,11 @@ offset with a timestamp at or before the commit); lag = log end - committed offs
 below zero. Record timestamps are the producers' (CreateTime): a producer with a skewed
 clock skews the lag.
 
-`lag_per_bucket` keeps each (group, topic, partition)'s last commit per time bucket, and
-`group_summary` each one's last commit against the partition's final log end offset
-(the lag the data ends with).
+`lag_per_bucket` gives the lag over time: per (group, topic, partition) and time bucket,
+from its first commit to the end of the data, the last committed offset so far against
+the partition's log end so far (so lag grows while producers write and the group does
+not commit); `group_summary` each one's last commit against the partition's final log
+end offset (the lag the data ends with).
 """
 
 from __future__ import annotations
@@ -153,23 +155,77 @@ def lag_at_commits(commits: DataFrame, unique: DataFrame) -> DataFrame:
     )
 
 
-def lag_per_bucket(lags: DataFrame, bucket_ms: int) -> DataFrame:
-    """Per group, topic, partition and time bucket, the bucket's last commit and its lag:
-    group, topic, partition, bucket_ts, time, committed_offset, lag."""
-    bucket = (F.floor(F.col("commit_ts") / F.lit(bucket_ms)) * F.lit(bucket_ms)).cast("long")
-    last = F.max_by(F.struct("committed_offset", "lag"), F.col("commit_ts"))
-    return (
-        lags.groupBy("group", "topic", "partition", bucket.alias("bucket_ts"))
-        .agg(last.alias("last"))
-        .select(
-            "group",
-            "topic",
-            "partition",
-            "bucket_ts",
-            millis_to_time("bucket_ts").alias("time"),
-            F.col("last.committed_offset").alias("committed_offset"),
-            F.col("last.lag").alias("lag"),
+def lag_per_bucket(
+    lags: DataFrame,
+    unique: DataFrame,
+    bucket_ms: int,
+    end_ts: int | None,
+) -> DataFrame:
+    """Per group, topic, partition and time bucket, from the group's first commit of the
+    partition to `end_ts`: the committed offset so far, the partition's log end offset so
+    far and the lag between them (group, topic, partition, bucket_ts, time,
+    committed_offset, log_end_offset, lag). Unlike the lag at commits, this grows while
+    producers write and the group does not commit."""
+
+    def bucket(column: str):
+        return (F.floor(F.col(column) / F.lit(bucket_ms)) * F.lit(bucket_ms)).cast("long")
+
+    commits = lags.groupBy(
+        "group", "topic", "partition", bucket("commit_ts").alias("bucket_ts")
+    ).agg(F.max_by("committed_offset", "commit_ts").alias("committed"))
+    tps = commits.select("topic", "partition").distinct()
+    ends = (
+        unique.join(tps, ["topic", "partition"], "left_semi")
+        .where(F.col("timestamp").isNotNull())
+        .groupBy("topic", "partition", bucket("timestamp").alias("bucket_ts"))
+        .agg((F.max("offset") + 1).alias("end"))
+    )
+    last_bucket = F.lit((end_ts or 0) // bucket_ms * bucket_ms)
+    spans = commits.groupBy("group", "topic", "partition").agg(
+        F.min("bucket_ts").alias("first"),
+        F.greatest(F.max("bucket_ts"), last_bucket).alias("last"),
+    )
+    grid = spans.select(
+        "group",
+        "topic",
+        "partition",
+        F.explode(F.sequence("first", "last", F.lit(bucket_ms).cast("long"))).alias("bucket_ts"),
+    )
+    so_far = (
+        Window.partitionBy("group", "topic", "partition")
+        .orderBy("bucket_ts")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    # The log end before the group's first commit counts too: take the running maximum
+    # over every bucket of the partition, then keep the grid's buckets.
+    log_end = ends.groupBy("topic", "partition").agg(
+        F.collect_list(F.struct("bucket_ts", "end")).alias("points")
+    )
+    joined = (
+        grid.join(commits, ["group", "topic", "partition", "bucket_ts"], "left")
+        .join(log_end, ["topic", "partition"], "left")
+        .withColumn(
+            "log_end_offset",
+            F.coalesce(
+                F.aggregate(
+                    F.filter("points", lambda p: p["bucket_ts"] <= F.col("bucket_ts")),
+                    F.lit(0).cast("long"),
+                    lambda acc, p: F.greatest(acc, p["end"]),
+                ),
+                F.lit(0).cast("long"),
+            ),
         )
+        .withColumn("committed_offset", F.last("committed", ignorenulls=True).over(so_far))
+    )
+    return joined.select(
+        "group",
+        "topic",
+        "partition",
+        "bucket_ts",
+        millis_to_time("bucket_ts").alias("time"),
+        "committed_offset",
+        "log_end_offset",
+        F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)).alias("lag"),
     )
 
 

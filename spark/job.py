@@ -250,7 +250,7 @@ def run(
         lags = groups.lag_at_commits(groups.offset_commits(offsets), unique)
         save("group_offsets", lags)
         lags = spark.read.parquet(str(tables["group_offsets"]))
-        save("group_lag", groups.lag_per_bucket(lags, bucket_ms))
+        save("group_lag", groups.lag_per_bucket(lags, unique, bucket_ms, run_end))
         save("group_summary", groups.group_summary(lags, unique))
 
         result = audit_.audit(records, inventory)

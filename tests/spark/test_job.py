@@ -206,9 +206,14 @@ def test_consumer_group_commits_and_lag_over_time(job):
     assert summary.loc[0, "commits"] == 2
     from spark.report import group_series
 
-    series = group_series(_table(result, "group_lag"), result.bucket_ms)["billing"]
-    # Each partition's last lag carries forward: 35, then 20 (orders-0), then 20 + 6.
-    assert series["lag"].iloc[0] == 35 and series["lag"].iloc[-1] == 26
-    assert series["committed"].iloc[-1] == 120
+    lag = _table(result, "group_lag")
+    orders0 = lag[lag["partition"] == 0].set_index("bucket_ts")
+    # Lag over time grows while orders-0 is written and billing does not commit.
+    assert orders0.loc[T0 + 40_000, "lag"] == 35  # committed 20, log end 55
+    assert orders0.loc[T0 + 59_000, "lag"] == 100  # still 20, all 120 written
+    assert orders0.loc[T0 + 60_000, "lag"] == 20  # committed 100
+    series = group_series(lag, result.bucket_ms)["billing"]
+    assert series["lag"].iloc[0] == 35 and series["lag"].max() == 100
+    assert series["lag"].iloc[-1] == 60 and series["committed"].iloc[-1] == 120
     page = result.report.read_text()
     assert "Consumer groups" in page and "billing" in page
