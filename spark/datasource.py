@@ -17,18 +17,23 @@ Options (all strings, as Spark passes them):
   together by one task, up to this many bytes (thousands of tiny segments otherwise cost a
   task each);
 - `topics`: a comma-separated list of topics to read (default: all);
+- `pushdown` (default false): take Spark's filters too (below);
 - `corrupt_batches` (default false): the error table instead, one row per batch whose
   CRC does not match (`spark.corruption.CORRUPT_BATCH_SCHEMA`): where it is, the offsets
   it claims and both CRCs. Such batches are never decoded into records.
 
-Filter pushdown (`pushFilters`, on when the session sets
-`spark.sql.python.filterPushdown.enabled`, as `spark.session.build_session` does):
+Filter pushdown, with the option `pushdown=true` (and the session setting
+`spark.sql.python.filterPushdown.enabled`, which `spark.session.build_session` sets):
 `topic`, `partition` and `broker` equal to / in a list decide which partitions and
 segments are planned at all (exact: Spark does not re-check them); in record mode,
 `offset` ranges (=, <, <=, >, >=) skip whole segments and, inside a segment, batches
 outside the range without decoding them, and `timestamp`/`time` lower bounds skip
 batches whose max timestamp is older. Those ranges are handed back to Spark too, which
-filters the rows of the batches kept.
+filters the rows of the batches kept. Opt-in because Spark 4.3 keeps a DataFrame's
+pushed-down plan: the same DataFrame queried again *without* filters still reads only
+what the first query pushed. Use a fresh `load()` per filtered query (the job does);
+without the option, filters are Spark's alone and a DataFrame can be reused freely (and
+a session without the setting works: Spark refuses a reader with `pushFilters` there).
 
 A torn or corrupt tail, a vanished file or a file truncated under the reader ends that
 segment's rows with one log line; the job never fails because of it. Offsets appear once
@@ -175,14 +180,6 @@ class TributaryReader(DataSourceReader):
         self.offset_high: int | None = None
         self.min_timestamp: int | None = None
 
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
-        """Keep what narrows the plan (see the module docstring); yield what Spark must
-        still apply: everything but the exact topic/partition/broker choices."""
-        for f in filters:
-            if self._push(f):
-                continue
-            yield f
-
     def _push(self, f: Filter) -> bool:
         """Apply `f` to the plan; True when that is exact (Spark need not re-check it)."""
         column = f.attribute[0] if len(f.attribute) == 1 else None
@@ -240,6 +237,18 @@ class TributaryReader(DataSourceReader):
                     offset_range=(self.offset_low, self.offset_high),
                     min_timestamp=self.min_timestamp,
                 )
+
+
+class PushdownReader(TributaryReader):
+    """TributaryReader with filter pushdown (option `pushdown=true`; module docstring)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
+        """Keep what narrows the plan (see the module docstring); yield what Spark must
+        still apply: everything but the exact topic/partition/broker choices."""
+        for f in filters:
+            if self._push(f):
+                continue
+            yield f
 
 
 def _is_int(value: object) -> bool:
@@ -304,7 +313,10 @@ class TributaryDataSource(DataSource):
         return schemas.RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TributaryReader(dict(self.options))
+        options = dict(self.options)
+        if _flag(options, "pushdown", False):
+            return PushdownReader(options)
+        return TributaryReader(options)
 
 
 def register(spark: SparkSession) -> None:

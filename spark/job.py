@@ -245,7 +245,7 @@ def run(
         save("request_latency_summary", latency.latency_summary(intervals))
 
         # Consumer groups: only the __consumer_offsets records are read again (pushed down).
-        offsets = spark.read.format(FORMAT).load(str(data_path))
+        offsets = spark.read.format(FORMAT).option("pushdown", "true").load(str(data_path))
         offsets = offsets.where(F.col("topic") == groups.OFFSETS_TOPIC)
         lags = groups.lag_at_commits(groups.offset_commits(offsets), unique)
         save("group_offsets", lags)

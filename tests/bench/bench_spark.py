@@ -173,8 +173,10 @@ def _spark_query(
         # Partition 0's last 1,000 offsets: planned and read without the other partitions,
         # batches below the offset skipped undecoded.
         last = RECORDS // PARTITIONS
-        frame = reader.load(str(path)).where(
-            (F.col("partition") == 0) & (F.col("offset") >= last - 1_000)
+        frame = (
+            reader.option("pushdown", "true")
+            .load(str(path))
+            .where((F.col("partition") == 0) & (F.col("offset") >= last - 1_000))
         )
         query = frame.agg(F.count("*"))
     elif headers_only:
