@@ -112,6 +112,18 @@ def register_broker_metrics(
             if p.is_leader
         ],
     )
+    fetch_wait = reg.histogram(
+        "fetch_wait_seconds",
+        "time a fetch waited in the fetch purgatory (long poll) before it was answered; "
+        "request_latency_seconds{request=Fetch} minus this is the processing time",
+    )
+    fetch_labels = {
+        True: {"request": "Fetch", "fetcher": "follower"},
+        False: {"request": "Fetch", "fetcher": "consumer"},
+    }
+    rm.fetch_waited = lambda from_follower, ms: fetch_wait.observe(
+        ms / 1000.0, fetch_labels[from_follower]
+    )
     requests = reg.counter("requests_total", "RequestsPerSec as a running total, per API")
     latency = reg.histogram("request_latency_seconds", "TotalTimeMs per API, in seconds")
     sent = reg.counter("response_bytes_total", "bytes of responses sent, per API")

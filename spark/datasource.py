@@ -17,9 +17,23 @@ Options (all strings, as Spark passes them):
   together by one task, up to this many bytes (thousands of tiny segments otherwise cost a
   task each);
 - `topics`: a comma-separated list of topics to read (default: all);
+- `pushdown` (default false): take Spark's filters too (below);
 - `corrupt_batches` (default false): the error table instead, one row per batch whose
   CRC does not match (`spark.corruption.CORRUPT_BATCH_SCHEMA`): where it is, the offsets
   it claims and both CRCs. Such batches are never decoded into records.
+
+Filter pushdown, with the option `pushdown=true` (and the session setting
+`spark.sql.python.filterPushdown.enabled`, which `spark.session.build_session` sets):
+`topic`, `partition` and `broker` equal to / in a list decide which partitions and
+segments are planned at all (exact: Spark does not re-check them); in record mode,
+`offset` ranges (=, <, <=, >, >=) skip whole segments and, inside a segment, batches
+outside the range without decoding them, and `timestamp`/`time` lower bounds skip
+batches whose max timestamp is older. Those ranges are handed back to Spark too, which
+filters the rows of the batches kept. Opt-in because Spark 4.3 keeps a DataFrame's
+pushed-down plan: the same DataFrame queried again *without* filters still reads only
+what the first query pushed. Use a fresh `load()` per filtered query (the job does);
+without the option, filters are Spark's alone and a DataFrame can be reused freely (and
+a session without the setting works: Spark refuses a reader with `pushFilters` there).
 
 A torn or corrupt tail, a vanished file or a file truncated under the reader ends that
 segment's rows with one log line; the job never fails because of it. Offsets appear once
@@ -32,12 +46,24 @@ real cluster, a shared filesystem.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
 from pyspark.sql.types import StructType
 
 from spark import schemas
@@ -83,16 +109,34 @@ def plan_input_partitions(
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     pack_bytes: int = 0,
     topics: frozenset[str] | None = None,
+    partitions: frozenset[int] | None = None,
+    brokers: frozenset[int] | None = None,
+    offset_range: tuple[int | None, int | None] = (None, None),
 ) -> list[tuple[SegmentSlice, ...]]:
-    """The slices of each input partition for the logs under `path` (see module doc)."""
+    """The slices of each input partition for the logs under `path` (see module doc).
+
+    `topics`, `partitions`, `brokers`: only these (None: all). `offset_range` (low, high,
+    inclusive, None: open): segments that cannot hold such an offset are left out.
+    """
+    low, high = offset_range
     groups: list[tuple[SegmentSlice, ...]] = []
     for log_dir in find_log_dirs(path):
+        if brokers is not None and log_dir.broker not in brokers:
+            continue
         pending: list[SegmentSlice] = []
         pending_bytes = 0
         for partition in log_dir.partitions:
             if topics is not None and partition.topic not in topics:
                 continue
-            for segment in partition.segments:
+            if partitions is not None and partition.partition not in partitions:
+                continue
+            segments = partition.segments
+            for index, segment in enumerate(segments):
+                if high is not None and segment.base_offset > high:
+                    continue  # starts after the range
+                following = segments[index + 1] if index + 1 < len(segments) else None
+                if low is not None and following is not None and following.base_offset <= low:
+                    continue  # ends before the range (the next segment starts at or below it)
                 whole = SegmentSlice(
                     segment.path,
                     log_dir.path,
@@ -130,6 +174,40 @@ class TributaryReader(DataSourceReader):
         self.topics = (
             frozenset(t.strip() for t in topics.split(",") if t.strip()) if topics else None
         )
+        self.partition_ids: frozenset[int] | None = None
+        self.brokers: frozenset[int] | None = None
+        self.offset_low: int | None = None
+        self.offset_high: int | None = None
+        self.min_timestamp: int | None = None
+
+    def _push(self, f: Filter) -> bool:
+        """Apply `f` to the plan; True when that is exact (Spark need not re-check it)."""
+        column = f.attribute[0] if len(f.attribute) == 1 else None
+        values = _values(f)
+        if column in ("topic", "partition", "broker") and values is not None:
+            if column == "topic" and all(isinstance(v, str) for v in values):
+                self.topics = _narrow(self.topics, values)
+                return True
+            if column != "topic" and all(_is_int(v) for v in values):
+                attr = "partition_ids" if column == "partition" else "brokers"
+                setattr(self, attr, _narrow(getattr(self, attr), values))
+                return True
+            return False
+        if self.headers_only or self.corrupt_batches:
+            return False
+        if column == "offset":
+            low, high = _bounds(f)
+            if low is not None:
+                self.offset_low = low if self.offset_low is None else max(self.offset_low, low)
+            if high is not None:
+                self.offset_high = high if self.offset_high is None else min(self.offset_high, high)
+        elif column in ("timestamp", "time"):
+            low, _ = _bounds(f)
+            if low is not None:
+                self.min_timestamp = (
+                    low if self.min_timestamp is None else max(self.min_timestamp, low)
+                )
+        return False
 
     def partitions(self) -> Sequence[InputPartition]:
         groups = plan_input_partitions(
@@ -137,6 +215,9 @@ class TributaryReader(DataSourceReader):
             split_bytes=self.split_bytes,
             pack_bytes=self.pack_bytes,
             topics=self.topics,
+            partitions=self.partition_ids,
+            brokers=self.brokers,
+            offset_range=(self.offset_low, self.offset_high),
         )
         return [SlicesPartition(group) for group in groups]
 
@@ -146,9 +227,75 @@ class TributaryReader(DataSourceReader):
             for piece in slices:
                 yield from read_slice_corruption(piece)
             return
-        read = read_slice_batches if self.headers_only else read_slice_records
         for piece in slices:
-            yield from read(piece, verify_crc=self.verify_crc)
+            if self.headers_only:
+                yield from read_slice_batches(piece, verify_crc=self.verify_crc)
+            else:
+                yield from read_slice_records(
+                    piece,
+                    verify_crc=self.verify_crc,
+                    offset_range=(self.offset_low, self.offset_high),
+                    min_timestamp=self.min_timestamp,
+                )
+
+
+class PushdownReader(TributaryReader):
+    """TributaryReader with filter pushdown (option `pushdown=true`; module docstring)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
+        """Keep what narrows the plan (see the module docstring); yield what Spark must
+        still apply: everything but the exact topic/partition/broker choices."""
+        for f in filters:
+            if self._push(f):
+                continue
+            yield f
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _values(f: Filter) -> tuple | None:
+    """The values an EqualTo / In filter allows; None for any other filter."""
+    if isinstance(f, EqualTo):
+        return (f.value,)
+    if isinstance(f, In):
+        return tuple(f.value)
+    return None
+
+
+def _narrow(current: frozenset | None, values: tuple) -> frozenset:
+    allowed = frozenset(values)
+    return allowed if current is None else current & allowed
+
+
+def _millis(value: object) -> int | None:
+    """An offset or timestamp literal as an int (datetimes: milliseconds since the epoch)."""
+    if _is_int(value):
+        return int(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)  # the session's time zone is UTC
+        return int(value.timestamp() * 1000)
+    return None
+
+
+def _bounds(f: Filter) -> tuple[int | None, int | None]:
+    """The inclusive (low, high) integer range `f` allows; (None, None) if not a range."""
+    value = _millis(getattr(f, "value", None))
+    if value is None:
+        return None, None
+    if isinstance(f, EqualTo):
+        return value, value
+    if isinstance(f, GreaterThan):
+        return value + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return value, None
+    if isinstance(f, LessThan):
+        return None, value - 1
+    if isinstance(f, LessThanOrEqual):
+        return None, value
+    return None, None
 
 
 class TributaryDataSource(DataSource):
@@ -166,7 +313,10 @@ class TributaryDataSource(DataSource):
         return schemas.RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TributaryReader(dict(self.options))
+        options = dict(self.options)
+        if _flag(options, "pushdown", False):
+            return PushdownReader(options)
+        return TributaryReader(options)
 
 
 def register(spark: SparkSession) -> None:

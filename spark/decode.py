@@ -18,9 +18,11 @@ what it finds in the file:
 found by walking the 12-byte length prefixes of its batches.
 
 Two columnar builders turn batches into pyarrow `RecordBatch`es for the data source:
-`RecordColumns` (one row per record, decoded with `client.protocol.records.decode_records`,
-which reads both payload formats: Tributary's msgpack and Kafka clients' varint records)
-and `BatchColumns` (one row per batch, header fields only, no record decoding).
+`RecordColumns` (one row per record: each batch's payload decoded in one call, msgpack
+for Tributary's format and aiokafka's Cython reader for Kafka clients' varint records,
+then transposed into column lists and converted to Arrow in bulk, with offsets and
+timestamps as numpy base + delta: no Python object per record of our own) and
+`BatchColumns` (one row per batch, header fields only, no record decoding).
 
 `record_size` is the bytes a record occupies in the log: its batch's size (61-byte header
 plus the compressed payload) shared evenly among the batch's records, the remainder going
@@ -38,6 +40,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import crc32c
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -48,7 +51,7 @@ from client.protocol.records import (
     BatchHeader,
     Codec,
     RecordError,
-    decode_records,
+    _entries,
     read_header,
 )
 from spark import schemas
@@ -244,9 +247,9 @@ def _walk(
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
-    """No cyclic GC while one batch is decoded: decoding allocates thousands of short-lived
-    tuples and lists (none in cycles), and the collections they trigger cost about a
-    third of the decoding time. Reference counting still frees everything."""
+    """No cyclic GC while a chunk of batches is decoded: decoding allocates thousands of
+    short-lived tuples and lists (none in cycles), and the collections they trigger cost
+    about a third of the decoding time. Reference counting still frees everything."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -289,8 +292,11 @@ def _headers_array(headers: list[tuple]) -> pa.Array:
     rows = []
     for record_headers in headers:
         row = []
+        if not isinstance(record_headers, list | tuple):
+            record_headers = ()  # a malformed payload: no headers rather than a failure
         for entry in record_headers:
-            name, value = entry if len(entry) == 2 else (None, None)
+            ok = isinstance(entry, list | tuple) and len(entry) == 2
+            name, value = entry if ok else (None, None)
             row.append(
                 {
                     "key": name if isinstance(name, str) else None,
@@ -302,37 +308,78 @@ def _headers_array(headers: list[tuple]) -> pa.Array:
 
 
 class RecordColumns:
-    """Accumulates decoded records of one slice; `take()` gives full pyarrow batches."""
+    """Accumulates the records of one slice column by column; `take()` gives pyarrow batches.
 
-    def __init__(self, segment: SegmentSlice) -> None:
+    Columnar: a batch's payload is decoded in one call (msgpack's `unpackb` for Tributary
+    batches, aiokafka's Cython reader for Kafka ones) and transposed with `zip(*entries)`
+    into per-column tuples that extend per-column lists; offsets and timestamps are kept
+    as deltas plus one base per batch and added up with numpy in `take()`, and every
+    column becomes an Arrow array in one bulk conversion. No Python object is built per
+    record (`DecodedRecord`, dicts for headers) except by the codec itself.
+
+    `offset_range` (low, high: either may be None) skips, without decoding them, batches
+    holding no offset in `[low, high]`; `min_timestamp` skips batches whose max
+    timestamp is below it (both are pushed-down filters: Spark still applies them to the
+    rows, so a batch kept whole is fine).
+    """
+
+    def __init__(
+        self,
+        segment: SegmentSlice,
+        *,
+        offset_range: tuple[int | None, int | None] = (None, None),
+        min_timestamp: int | None = None,
+    ) -> None:
         self.segment = segment
+        self.offset_low, self.offset_high = offset_range
+        self.min_timestamp = min_timestamp
         self._clear()
         self.skipped_batches = 0
+        self.pruned_batches = 0
 
     def _clear(self) -> None:
-        self.batch_base_offsets: list[int] = []
-        self.batch_last_offsets: list[int] = []
-        self.leader_epochs: list[int] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
+        # Per batch: base offset, last offset, leader epoch, record count, timestamp base,
+        # size on disk.
+        self.batch_bases: list[int] = []
+        self.batch_lasts: list[int] = []
+        self.batch_epochs: list[int] = []
+        self.batch_counts: list[int] = []
+        self.batch_ts_bases: list[int] = []
+        self.batch_sizes: list[int] = []
+        # Per record.
+        self.offset_deltas: list = []
+        self.ts_deltas: list = []
         self.keys: list = []
         self.values: list = []
         self.headers: list = []
-        self.sizes: list[int] = []
+        self.any_headers = False
+        self.rows = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self.rows
 
     def add(self, batch: SliceBatch) -> None:
-        with _gc_paused():
-            self._add(batch)
+        header = batch.header
+        last = header.base_offset + header.last_offset_delta
+        if (
+            (self.offset_low is not None and last < self.offset_low)
+            or (self.offset_high is not None and header.base_offset > self.offset_high)
+            or (self.min_timestamp is not None and header.max_timestamp < self.min_timestamp)
+        ):
+            self.pruned_batches += 1
+            return
+        self._add(batch)
 
     def _add(self, batch: SliceBatch) -> None:
         header = batch.header
         try:
-            records = decode_records(batch.data)
-        except RecordError as exc:
-            # Intact (CRC good) but undecodable (an unknown codec): skip it, keep reading.
+            entries = _entries(batch.data, header)
+            if not entries:
+                return
+            offset_deltas, ts_deltas, keys, values, headers = zip(*entries, strict=True)
+        except (RecordError, TypeError, ValueError) as exc:
+            # Intact (CRC good) but undecodable (an unknown codec, a malformed payload):
+            # skip it, keep reading.
             self.skipped_batches += 1
             logger.warning(
                 "batch at offset %d in %s cannot be decoded (%s); skipped",
@@ -341,46 +388,90 @@ class RecordColumns:
                 exc,
             )
             return
-        count = len(records)
-        if count == 0:
-            return
-        share, extra = divmod(header.size, count)
-        self.sizes.extend([share + 1] * extra)
-        self.sizes.extend([share] * (count - extra))
-        self.batch_base_offsets.extend([header.base_offset] * count)
-        self.batch_last_offsets.extend([header.base_offset + header.last_offset_delta] * count)
-        self.leader_epochs.extend([header.partition_leader_epoch] * count)
-        offsets, timestamps, keys, values, headers = zip(*records, strict=True)
-        self.offsets.extend(offsets)
-        self.timestamps.extend(timestamps)
+        count = len(offset_deltas)
+        self.batch_bases.append(header.base_offset)
+        self.batch_lasts.append(header.base_offset + header.last_offset_delta)
+        self.batch_epochs.append(header.partition_leader_epoch)
+        self.batch_counts.append(count)
+        self.batch_sizes.append(header.size)
+        self.offset_deltas.extend(offset_deltas)
+        if header.attributes & _LOG_APPEND_TIME:
+            # LogAppendTime: every record carries the batch's max timestamp, as in Kafka.
+            self.batch_ts_bases.append(header.max_timestamp)
+            self.ts_deltas.extend(_zeros(count))
+        else:
+            self.batch_ts_bases.append(header.base_timestamp)
+            self.ts_deltas.extend(ts_deltas)
         self.keys.extend(keys)
         self.values.extend(values)
         self.headers.extend(headers)
+        if not self.any_headers and any(headers):
+            self.any_headers = True
+        self.rows += count
 
     def take(self) -> pa.RecordBatch:
         """Everything accumulated so far as one arrow batch; the buffers start empty again."""
-        n = len(self.offsets)
+        n = self.rows
         segment = self.segment
-        timestamps = _safe_array(self.timestamps, pa.int64())
+        counts = np.asarray(self.batch_counts, dtype=np.int64)
+        offsets = _based(self.batch_bases, counts, self.offset_deltas)
+        timestamps = _based(self.batch_ts_bases, counts, self.ts_deltas)
+        sizes = np.asarray(self.batch_sizes, dtype=np.int64)
+        share, extra = np.divmod(sizes, np.maximum(counts, 1))
+        # Each batch's bytes shared evenly, the remainder one byte each to its first records.
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        position = np.arange(n, dtype=np.int64) - starts
+        record_sizes = np.repeat(share, counts) + (position < np.repeat(extra, counts))
         columns = [
             pa.repeat(pa.scalar(segment.broker, pa.int32()), n),
             pa.repeat(pa.scalar(segment.log_dir, pa.string()), n),
             pa.repeat(pa.scalar(segment.topic, pa.string()), n),
             pa.repeat(pa.scalar(segment.partition, pa.int32()), n),
             pa.repeat(pa.scalar(segment.segment_base_offset, pa.int64()), n),
-            pa.array(self.batch_base_offsets, pa.int64()),
-            pa.array(self.batch_last_offsets, pa.int64()),
-            _safe_array(self.offsets, pa.int64()),
+            pa.array(np.repeat(np.asarray(self.batch_bases, dtype=np.int64), counts)),
+            pa.array(np.repeat(np.asarray(self.batch_lasts, dtype=np.int64), counts)),
+            offsets,
             timestamps,
             _timestamp_array(timestamps),
-            pa.array(self.leader_epochs, pa.int32()),
+            pa.array(np.repeat(np.asarray(self.batch_epochs, dtype=np.int32), counts)),
             _safe_array(self.keys, pa.binary()),
             _safe_array(self.values, pa.binary()),
-            _headers_array(self.headers),
-            pa.array(self.sizes, pa.int32()),
+            _headers_array(self.headers) if self.any_headers else _no_headers(n),
+            pa.array(record_sizes.astype(np.int32)),
         ]
         self._clear()
         return pa.RecordBatch.from_arrays(columns, schema=schemas.ARROW_RECORD_SCHEMA)
+
+
+_LOG_APPEND_TIME = 0x08
+
+
+def _zeros(count: int) -> list[int]:
+    return [0] * count
+
+
+def _based(bases: list[int], counts: np.ndarray, deltas: list) -> pa.Array:
+    """`base of the record's batch + delta` per record, as int64; a delta that is not an
+    int (a malformed payload) or a sum out of int64 range gives null."""
+    try:
+        with np.errstate(over="raise"):
+            values = np.repeat(np.asarray(bases, dtype=np.int64), counts) + np.asarray(
+                deltas, dtype=np.int64
+            )
+        return pa.array(values, pa.int64())
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
+        pass
+    repeated = np.repeat(np.asarray(bases, dtype=object), counts).tolist()
+    summed = [
+        b + d if isinstance(d, int) and not isinstance(d, bool) else None
+        for b, d in zip(repeated, deltas, strict=True)
+    ]
+    return _safe_array(summed, pa.int64())
+
+
+def _no_headers(n: int) -> pa.Array:
+    offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, _EMPTY_HEADERS_VALUES, type=_HEADER_TYPE)
 
 
 _CODEC_NAMES = {int(codec): codec.name.lower() for codec in Codec}
@@ -438,16 +529,30 @@ class BatchColumns:
 
 
 def read_slice_records(
-    segment: SegmentSlice, *, verify_crc: bool = True
+    segment: SegmentSlice,
+    *,
+    verify_crc: bool = True,
+    offset_range: tuple[int | None, int | None] = (None, None),
+    min_timestamp: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """One row per record of `segment`, as arrow batches of about ROWS_PER_ARROW_BATCH."""
-    columns = RecordColumns(segment)
-    for batch in iter_slice_batches(segment, verify_crc=verify_crc):
-        columns.add(batch)
-        if len(columns) >= ROWS_PER_ARROW_BATCH:
-            yield columns.take()
-    if len(columns):
-        yield columns.take()
+    """One row per record of `segment`, as arrow batches of about ROWS_PER_ARROW_BATCH;
+    batches outside `offset_range` or wholly older than `min_timestamp` are skipped
+    undecoded (see `RecordColumns`)."""
+    columns = RecordColumns(segment, offset_range=offset_range, min_timestamp=min_timestamp)
+    batches = iter_slice_batches(segment, verify_crc=verify_crc)
+    while True:
+        with _gc_paused():  # never across a yield: only while this chunk is decoded
+            for batch in batches:
+                columns.add(batch)
+                if len(columns) >= ROWS_PER_ARROW_BATCH:
+                    break
+            else:
+                batches = None
+            chunk = columns.take() if len(columns) else None
+        if chunk is not None:
+            yield chunk
+        if batches is None:
+            return
 
 
 def read_slice_batches(

@@ -25,7 +25,8 @@ order. Pure Python, no Spark: the same rows always give the same timeline.
   vertical lines on every time plot.
 - Incidents: a broker's consecutive not-answering/down/paused spans are one incident
   (kind `killed` when the broker never noticed, `paused` when it wrote `session_lost`,
-  `not answering` when it was only dropped from ISRs); controller failovers are
+  `stopped` when it went down after asking for a controlled shutdown, `not answering`
+  when it was only dropped from ISRs); controller failovers are
   incidents too. Recovery time is from the incident's first failure event to the first
   moment at or after its end when no partition is under-replicated or offline; None
   when that never happens in the data.
@@ -45,7 +46,9 @@ __all__ = [
     "Span",
     "failure_timeline",
     "format_duration",
+    "leader_counts",
     "partition_counts",
+    "partition_states",
 ]
 
 BROKER_KINDS = ("became_leader", "isr_shrink", "isr_expand", "session_lost")
@@ -55,6 +58,7 @@ CONTROLLER_KINDS = (
     "broker_up",
     "broker_down",
     "broker_bounced",
+    "controlled_shutdown",
     "leader_change",
     "isr_change",
 )
@@ -105,6 +109,9 @@ class FailureTimeline:
     incidents: list[Incident] = field(default_factory=list)
     under_replicated_ms: int = 0  # time with at least one partition under-replicated
     offline_ms: int = 0  # time with at least one partition offline
+    # (ts, (topic, partition), leader) each time a partition's leader changed (-1: none)
+    leaders: list[tuple[int, tuple[str, int], int]] = field(default_factory=list)
+    partitions: list[tuple[str, int]] = field(default_factory=list)  # every one seen
 
     def lanes(self) -> list[str]:
         """Lane names in drawing order: controller, brokers, then partitions."""
@@ -117,6 +124,66 @@ class FailureTimeline:
             return (2, lane)
 
         return sorted({s.lane for s in self.spans}, key=order)
+
+
+def leader_counts(timeline: FailureTimeline) -> dict[int, list[tuple[int, int]]]:
+    """Per broker, (ts, partitions it leads) at the start and at every change, up to the
+    end of the timeline (a step function); a broker that never led anything is absent."""
+    if timeline.start_ts is None:
+        return {}
+    current: dict[tuple[str, int], int] = {}
+    counts: dict[int, int] = {}
+    series: dict[int, list[tuple[int, int]]] = {}
+    for ts, tp, leader in sorted(timeline.leaders, key=lambda e: e[0]):
+        old = current.get(tp)
+        current[tp] = leader
+        for broker, step in ((old, -1), (leader, 1)):
+            if broker is None or broker == NO_LEADER:
+                continue
+            counts[broker] = counts.get(broker, 0) + step
+            points = series.setdefault(broker, [(timeline.start_ts, 0)])
+            if points[-1][0] == ts:
+                points[-1] = (ts, counts[broker])
+            else:
+                points.append((ts, counts[broker]))
+    end = timeline.end_ts if timeline.end_ts is not None else timeline.start_ts
+    for broker, points in series.items():
+        points.append((end, counts[broker]))
+    return series
+
+
+# Partition states in `partition_states`' matrix.
+STATE_FULL, STATE_UNDER_REPLICATED, STATE_OFFLINE = 0, 1, 2
+
+
+def partition_states(
+    timeline: FailureTimeline, bins: int = 200
+) -> tuple[list[str], list[int], list[list[int]]]:
+    """The ISR heatmap's data: partition names, the start ts of each of `bins` equal time
+    bins, and per partition per bin its worst state in that bin (STATE_FULL,
+    STATE_UNDER_REPLICATED, STATE_OFFLINE)."""
+    if timeline.start_ts is None or not timeline.partitions:
+        return [], [], []
+    start = timeline.start_ts
+    end = max(timeline.end_ts if timeline.end_ts is not None else start, start + 1)
+    width = (end - start) / bins
+    edges = [start + int(i * width) for i in range(bins)]
+    names = [f"{t}-{p}" for t, p in timeline.partitions]
+    index = {name: i for i, name in enumerate(names)}
+    matrix = [[STATE_FULL] * bins for _ in names]
+    for span in timeline.spans:
+        state = {"under_replicated": STATE_UNDER_REPLICATED, "offline": STATE_OFFLINE}.get(
+            span.kind
+        )
+        row = index.get(span.lane.removeprefix("ISR "))
+        if state is None or row is None:
+            continue
+        stop = span.end_ts if span.end_ts is not None else end
+        first = max(0, min(bins - 1, int((span.start_ts - start) / width)))
+        last = max(first, min(bins - 1, int((max(stop - 1, span.start_ts) - start) / width)))
+        for b in range(first, last + 1):
+            matrix[row][b] = max(matrix[row][b], state)
+    return names, edges, matrix
 
 
 def partition_counts(timeline: FailureTimeline) -> list[tuple[int, int, int]]:
@@ -139,6 +206,16 @@ def partition_counts(timeline: FailureTimeline) -> list[tuple[int, int, int]]:
         offline += deltas[ts][1]
         counts.append((ts, under, offline))
     return counts
+
+
+def _incident_kind(phases: list[str]) -> str:
+    if "paused" in phases:
+        return "paused"
+    if "down" in phases:
+        return "killed"
+    if "stopped" in phases:
+        return "stopped"  # a controlled shutdown: planned, but the replicas were away
+    return "not answering"
 
 
 def format_duration(ms: int | None) -> str:
@@ -172,6 +249,7 @@ class _Replay:
         self.out_of_isr: dict[int, tuple[int, set[tuple[str, int]]]] = {}  # since, partitions
         self.incident_start: dict[int, int] = {}
         self.incident_phases: dict[int, list[str]] = {}
+        self.stopping: set[int] = set()  # asked for a controlled shutdown, not yet back
         # controller
         self.controller: tuple[int, int] | None = None  # (id, since)
         self.failover_start: int | None = None
@@ -179,6 +257,7 @@ class _Replay:
         self.epoch: dict[tuple[str, int], int] = {}
         self.isr: dict[tuple[str, int], list[int]] = {}
         self.leader: dict[tuple[str, int], int | None] = {}
+        self.leader_history: list[tuple[int, tuple[str, int], int]] = []
         self.rf: dict[tuple[str, int], int] = {}
         self.under_since: dict[tuple[str, int], int] = {}
         self.offline_since: dict[tuple[str, int], int] = {}
@@ -204,25 +283,35 @@ class _Replay:
         phases = self.incident_phases.pop(broker, [])
         if start is None:
             return
-        kind = "paused" if "paused" in phases else "killed" if "down" in phases else None
-        kind = kind or "not answering"
+        kind = _incident_kind(phases)
         self.pending.append((kind, f"broker {broker}", start, ts, " -> ".join(phases)))
+
+    def controlled_shutdown(self, broker: int) -> None:
+        self.stopping.add(broker)
 
     def broker_down(self, broker: int, ts: int) -> None:
         if broker in self.down:
             return
         self._close_out_of_isr(broker, ts, "declared down")
         self.down[broker] = (ts, False)
-        self._begin_incident(broker, ts, "down")
-        self.markers.append(Marker(ts, "broker_down", f"broker {broker} down"))
+        stopped = broker in self.stopping
+        self._begin_incident(broker, ts, "stopped" if stopped else "down")
+        what = "stopped (controlled shutdown)" if stopped else "down"
+        self.markers.append(Marker(ts, "broker_down", f"broker {broker} {what}"))
+
+    def _down_span(self, broker: int, since: int, alive: bool, end: int | None) -> Span:
+        if alive:
+            return Span(f"broker {broker}", "paused", since, end, "paused (session expired)")
+        if broker in self.stopping:
+            return Span(f"broker {broker}", "stopped", since, end, "stopped (controlled)")
+        return Span(f"broker {broker}", "down", since, end, "down")
 
     def broker_up(self, broker: int, ts: int) -> None:
         if broker not in self.down:
             return
         since, alive = self.down.pop(broker)
-        kind = "paused" if alive else "down"
-        label = "paused (ZooKeeper session expired)" if alive else "down"
-        self.spans.append(Span(f"broker {broker}", kind, since, ts, label))
+        self.spans.append(self._down_span(broker, since, alive, ts))
+        self.stopping.discard(broker)
         self.markers.append(Marker(ts, "broker_up", f"broker {broker} up"))
         self._end_incident(broker, ts)
 
@@ -303,6 +392,8 @@ class _Replay:
         if replicas:
             self.rf[tp] = max(self.rf.get(tp, 0), len(replicas))
         if leader is not None:
+            if self.leader.get(tp) != leader:
+                self.leader_history.append((ts, tp, leader))
             self.leader[tp] = leader
         if isr is not None:
             old = self.isr.get(tp)
@@ -347,9 +438,7 @@ class _Replay:
 
     def finish(self, end_ts: int) -> None:
         for broker, (since, alive) in sorted(self.down.items()):
-            kind = "paused" if alive else "down"
-            label = "paused (ZooKeeper session expired)" if alive else "down"
-            self.spans.append(Span(f"broker {broker}", kind, since, None, label))
+            self.spans.append(self._down_span(broker, since, alive, None))
         for broker in sorted(self.out_of_isr):
             since, tps = self.out_of_isr[broker]
             names = ", ".join(sorted(f"{t}-{p}" for t, p in tps))
@@ -358,10 +447,9 @@ class _Replay:
             )
         for broker, start in sorted(self.incident_start.items()):
             phases = self.incident_phases.get(broker, [])
-            kind = "paused" if "paused" in phases else "killed" if "down" in phases else None
             self.incidents.append(
                 Incident(
-                    kind or "not answering",
+                    _incident_kind(phases),
                     f"broker {broker}",
                     start,
                     None,
@@ -392,6 +480,7 @@ class _Replay:
 
 # Order of events with the same timestamp: who is alive first, then leadership, then ISR.
 _RANK = {
+    "controlled_shutdown": 0,
     "controller_resigned": 0,
     "controller_elected": 1,
     "broker_down": 2,
@@ -439,8 +528,17 @@ def failure_timeline(
     spans = sorted(replay.spans, key=lambda s: (s.start_ts, s.lane))
     markers = sorted(replay.markers, key=lambda m: (m.ts, m.kind))
     incidents = sorted(replay.incidents, key=lambda i: (i.start_ts, i.subject))
+    known = set(replay.isr) | set(replay.leader)
     return FailureTimeline(
-        rows[0][0], last, spans, markers, incidents, replay.under_ms, replay.offline_ms
+        rows[0][0],
+        last,
+        spans,
+        markers,
+        incidents,
+        replay.under_ms,
+        replay.offline_ms,
+        replay.leader_history,
+        sorted(known),
     )
 
 
@@ -457,6 +555,8 @@ def _apply(replay: _Replay, ts: int, tag: str, row: Mapping[str, object]) -> Non
             replay.broker_down(broker, ts)
         elif kind == "broker_up" and broker is not None:
             replay.broker_up(broker, ts)
+        elif kind == "controlled_shutdown" and broker is not None:
+            replay.controlled_shutdown(broker)
         elif kind == "broker_bounced" and broker is not None:
             replay.markers.append(Marker(ts, "broker_bounced", f"broker {broker} bounced"))
         elif kind in ("leader_change", "isr_change") and row.get("topic") is not None:

@@ -6,9 +6,12 @@ Run it as `tributary analytics --data DIR --out OUT [--master URL]`, as
 How it works: the driver lists the broker log dirs under `--data` (and their checkpoint
 files: small) and fails with one line if there are none. Everything else is Spark: the
 records are read once with the `tributary` data source, reduced to the columns the
-analytics need plus a per-record hash, and cached; from them come the per-minute
-throughput (each offset counted once per partition) and the replica consistency audit.
-Broker events, controller events and metrics snapshots (declared schemas) give the ISR
+analytics need plus a per-record hash, and cached; from them come the throughput per
+time bucket (each offset counted once per partition; the bucket width adapts to the run's
+duration, `spark.throughput`) and the replica consistency audit.
+The offset commits in `__consumer_offsets` give each consumer group's committed offsets
+and lag over time (`spark.groups`). Broker events, controller events and metrics
+snapshots (declared schemas) give the ISR
 timeline, ISR shrinks/expands, leader changes, under-replicated and offline intervals and
 request latency percentiles. The failure timeline (`spark.incidents`) is replayed on the
 driver from the state-change events (bounded: `MAX_TIMELINE_EVENTS`). Every table is
@@ -58,8 +61,9 @@ logger = logging.getLogger(__name__)
 # Parquet tables written under OUT, in the order they are computed.
 TABLES = (
     "partitions",
-    "throughput_per_minute",
-    "topic_throughput_per_minute",
+    "throughput",
+    "topic_throughput",
+    "broker_throughput",
     "isr_timeline",
     "isr_events",
     "leader_changes",
@@ -73,6 +77,9 @@ TABLES = (
     "audit_replicas",
     "audit_divergence",
     "audit_missing",
+    "group_offsets",
+    "group_lag",
+    "group_summary",
 )
 # Rows of each table shown in the report (the Parquet tables hold all of them).
 REPORT_ROWS = 200
@@ -97,6 +104,8 @@ class JobResult:
     audit_status: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     timeline: object = None  # spark.incidents.FailureTimeline
+    bucket_ms: int = 0  # the throughput tables' bucket width
+    plots: dict = field(default_factory=dict)  # name -> spark.report.Plot, as drawn
 
     @property
     def audit_failed(self) -> bool:
@@ -161,10 +170,10 @@ def run(
     from pyspark.sql import functions as F
 
     from spark import audit as audit_
-    from spark import events, latency, throughput, timeline
+    from spark import events, groups, latency, throughput, timeline
     from spark.datasource import FORMAT
     from spark.layout import read_checkpoints
-    from spark.report import ReportData, write_report
+    from spark.report import ReportData, render_report
 
     started = time.monotonic()
     data_path = Path(data).resolve()
@@ -192,19 +201,31 @@ def run(
     metrics = events.read_metrics(spark, str(data_path)).cache()
     cached = [records, unique, broker_events, controller_events, metrics]
     try:
-        save("partitions", throughput.partition_summary(unique))
-        minutes = throughput.per_minute(unique)
-        save("throughput_per_minute", minutes)
-        save("topic_throughput_per_minute", throughput.topic_per_minute(minutes))
-
         ends = (
             broker_events.select("ts")
             .unionByName(controller_events.select("ts"))
             .unionByName(metrics.select("ts"))
-            .agg(F.max("ts").alias("end"))
+            .agg(F.min("ts").alias("start"), F.max("ts").alias("end"))
             .collect()
         )
+        data_start_ts = ends[0]["start"] if ends else None
         data_end_ts = ends[0]["end"] if ends else None
+        first_record_ts, last_record_ts = throughput.time_range(unique)
+        known = [t for t in (data_start_ts, data_end_ts, first_record_ts, last_record_ts) if t]
+        run_start = min(known) if known else None
+        run_end = max(known) if known else None
+        bucket_ms = throughput.choose_bucket_ms(
+            run_end - run_start if run_start is not None else None
+        )
+        buckets = throughput.per_bucket(unique, bucket_ms)
+        save("throughput", buckets)
+        buckets = spark.read.parquet(str(tables["throughput"]))
+        save("partitions", throughput.partition_summary(unique, buckets, bucket_ms))
+        save(
+            "topic_throughput",
+            throughput.topic_per_bucket(spark, buckets, bucket_ms, run_start, run_end),
+        )
+        save("broker_throughput", throughput.broker_bytes(metrics, bucket_ms))
         isr = timeline.isr_timeline(broker_events, controller_events)
         save("isr_timeline", isr)
         isr_saved = spark.read.parquet(str(tables["isr_timeline"]))
@@ -222,6 +243,15 @@ def run(
         intervals = spark.read.parquet(str(tables["request_latency"]))
         save("request_latency_cluster", latency.cluster_latency(intervals, latency_bucket_ms))
         save("request_latency_summary", latency.latency_summary(intervals))
+
+        # Consumer groups: only the __consumer_offsets records are read again (pushed down).
+        offsets = spark.read.format(FORMAT).option("pushdown", "true").load(str(data_path))
+        offsets = offsets.where(F.col("topic") == groups.OFFSETS_TOPIC)
+        lags = groups.lag_at_commits(groups.offset_commits(offsets), unique)
+        save("group_offsets", lags)
+        lags = spark.read.parquet(str(tables["group_offsets"]))
+        save("group_lag", groups.lag_per_bucket(lags, unique, bucket_ms, run_end))
+        save("group_summary", groups.group_summary(lags, unique))
 
         result = audit_.audit(records, inventory)
         try:
@@ -258,6 +288,7 @@ def run(
         "records (each offset once)": int(totals["records"] or 0),
         "bytes (each offset once)": int(totals["bytes"] or 0),
         "audit": ", ".join(f"{k}: {v}" for k, v in sorted(status.items())) or "nothing audited",
+        "throughput bucket": format_duration(bucket_ms),
     }
     report = ReportData(
         data_dir=str(data_path),
@@ -275,9 +306,13 @@ def run(
             spark, tables["audit_missing"], ["topic", "partition", "start_offset"], REPORT_ROWS
         ),
         partitions=_collect(spark, tables["partitions"], ["topic", "partition"], REPORT_ROWS),
-        topic_minutes=_collect(
-            spark, tables["topic_throughput_per_minute"], ["topic", "minute"], PLOT_ROWS
+        topic_throughput=_collect(
+            spark, tables["topic_throughput"], ["topic", "bucket_ts"], PLOT_ROWS
         ),
+        broker_throughput=_collect(
+            spark, tables["broker_throughput"], ["broker", "bucket_ts"], PLOT_ROWS
+        ),
+        bucket_ms=bucket_ms,
         isr_timeline=_collect(
             spark, tables["isr_timeline"], ["topic", "partition", "ts"], PLOT_ROWS
         ),
@@ -292,6 +327,12 @@ def run(
         latency_summary=_collect(
             spark, tables["request_latency_summary"], ["request"], REPORT_ROWS
         ),
+        group_lag=_collect(
+            spark, tables["group_lag"], ["group", "topic", "partition", "bucket_ts"], PLOT_ROWS
+        ),
+        group_summary=_collect(
+            spark, tables["group_summary"], ["group", "topic", "partition"], REPORT_ROWS
+        ),
         timeline=failures,
     )
     summary.update(
@@ -305,7 +346,7 @@ def run(
             "follower truncations": report.truncations.total,
         }
     )
-    report_path = write_report(out_path, report)
+    report_path, plots = render_report(out_path, report)
     return JobResult(
         out_path,
         report_path,
@@ -314,6 +355,8 @@ def run(
         status,
         time.monotonic() - started,
         failures,
+        bucket_ms,
+        plots,
     )
 
 

@@ -8,8 +8,15 @@ is therefore the difference between two consecutive snapshots of the same broker
 differences; a count that goes down means the broker restarted, and the new snapshot then
 counts from zero. Quantiles are the upper bound of the bucket where the cumulative count
 reaches q * total (the broker's own p50/p99 use the same rule); beyond the last bucket
-they are +inf. `cluster_latency` sums the bucket differences of all brokers per request
-type and time bucket (`bucket_ms`) and takes quantiles of the sums: a cluster-wide view.
+they are +inf, which the report shows as "> top bucket" (`top_bucket_ms`), never as a
+number. `cluster_latency` sums the bucket differences of all brokers per request type
+and time bucket (`bucket_ms`) and takes quantiles of the sums: a cluster-wide view.
+
+Fetch long polls: a consumer's Fetch waits up to `fetch.max.wait.ms` in the purgatory
+when there is nothing new, so its latency is mostly waiting. Brokers record that wait in
+a second histogram (`fetch_wait_seconds`, per fetcher); it becomes the series
+`Fetch wait (consumer|follower)` here, and `fetch_processing` derives the mean time a
+Fetch spent on anything but waiting.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ __all__ = [
     "broker_intervals",
     "cluster_intervals",
     "cluster_latency",
+    "fetch_processing",
     "histogram_quantile",
     "latency_intervals",
     "latency_summary",
@@ -42,8 +50,12 @@ INTERVAL_SCHEMA = (
 )
 CLUSTER_SCHEMA = (
     "bucket_ts long, request string, brokers int, requests long, mean_ms double, "
-    "p50_ms double, p99_ms double"
+    "p50_ms double, p99_ms double, top_bucket_ms double"
 )
+# Series names of the Fetch purgatory wait (`fetch_wait_seconds`), beside the request types.
+FETCH = "Fetch"
+FETCH_WAIT_PREFIX = "Fetch wait"
+FETCH_PROCESSING = "Fetch processing"
 _INTERVAL_COLUMNS = [c.split()[0] for c in INTERVAL_SCHEMA.split(", ")]
 _CLUSTER_COLUMNS = [c.split()[0] for c in CLUSTER_SCHEMA.split(", ")]
 
@@ -157,24 +169,62 @@ def cluster_intervals(intervals: pd.DataFrame, bucket_ms: int) -> pd.DataFrame:
                 float(group["sum_s"].sum()) / total * 1000.0 if total else None,
                 _ms(histogram_quantile(0.5, upper_bounds, counts, total)),
                 _ms(histogram_quantile(0.99, upper_bounds, counts, total)),
+                _ms(float(upper_bounds[-1])) if upper_bounds else None,
             )
         )
     return pd.DataFrame(rows, columns=_CLUSTER_COLUMNS)
 
 
+def fetch_processing(cluster: pd.DataFrame) -> pd.DataFrame:
+    """Rows of `cluster` (CLUSTER_SCHEMA columns, any bucketing) for the Fetch time spent
+    processing rather than waiting: per bucket, (sum of Fetch latency - sum of its
+    purgatory wait) / Fetch requests. A mean only: the two histograms cannot be
+    subtracted request by request, so p50/p99 are left empty."""
+    if cluster.empty or "request" not in cluster:
+        return cluster.iloc[0:0]
+    summary = "bucket_ts" not in cluster  # latency_summary: one bucket for the whole data
+    if summary:
+        cluster = cluster.assign(bucket_ts=0)
+    total = cluster[cluster["request"] == FETCH]
+    wait = cluster[cluster["request"].astype(str).str.startswith(FETCH_WAIT_PREFIX)]
+    if total.empty or wait.empty:
+        return cluster.iloc[0:0].drop(columns=["bucket_ts"] if summary else [])
+    wait_sum = (wait["mean_ms"] * wait["requests"]).groupby(wait["bucket_ts"]).sum().rename("wait")
+    merged = total.set_index("bucket_ts").join(wait_sum, how="inner").reset_index()
+    processing = (merged["mean_ms"] * merged["requests"] - merged["wait"]).clip(lower=0)
+    out = merged[total.columns].copy()
+    out["request"] = FETCH_PROCESSING
+    out["mean_ms"] = processing / merged["requests"]
+    out["p50_ms"] = float("nan")
+    out["p99_ms"] = float("nan")
+    return out.drop(columns=["bucket_ts"]) if summary else out
+
+
 def latency_intervals(metrics: DataFrame) -> DataFrame:
-    """Per broker, request type and snapshot interval: requests, mean, p50, p99 (ms)."""
-    series = metrics.where(F.col("broker").isNotNull()).select(
-        "ts", "broker", F.explode("request_latency_seconds").alias("h")
+    """Per broker, request type and snapshot interval: requests, mean, p50, p99 (ms).
+
+    Besides the request types (`request_latency_seconds`), the Fetch purgatory wait
+    (`fetch_wait_seconds`) appears as requests `Fetch wait (consumer)` and
+    `Fetch wait (follower)`."""
+    brokers = metrics.where(F.col("broker").isNotNull())
+
+    def histogram(column: str, name):
+        exploded = brokers.select("ts", "broker", F.explode(column).alias("h"))
+        return exploded.select(
+            "ts",
+            "broker",
+            name.alias("request"),
+            F.col("h.count").alias("count"),
+            F.col("h.sum").alias("sum"),
+            F.col("h.le").alias("le"),
+            F.col("h.buckets").alias("buckets"),
+        )
+
+    wait_name = F.concat(
+        F.lit(FETCH_WAIT_PREFIX + " ("), F.coalesce(F.col("h.fetcher"), F.lit("all")), F.lit(")")
     )
-    series = series.select(
-        "ts",
-        "broker",
-        F.col("h.request").alias("request"),
-        F.col("h.count").alias("count"),
-        F.col("h.sum").alias("sum"),
-        F.col("h.le").alias("le"),
-        F.col("h.buckets").alias("buckets"),
+    series = histogram("request_latency_seconds", F.col("h.request")).unionByName(
+        histogram("fetch_wait_seconds", wait_name)
     )
     return (
         series.groupBy("broker")

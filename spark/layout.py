@@ -165,16 +165,29 @@ def find_log_dirs(root: str | os.PathLike[str]) -> list[LogDir]:
     return [by_path[path] for path in sorted(by_path)]
 
 
+def _rotation(file_name: str, name: str) -> int | None:
+    """0 for `name` itself, N for its rotated `name.N` (server_common/jsonl.py), else None."""
+    if file_name == name:
+        return 0
+    prefix, _, number = file_name.rpartition(".")
+    if prefix == name and number.isdigit() and not number.startswith("0"):
+        return int(number)
+    return None
+
+
 def find_files(root: str | os.PathLike[str], name: str) -> list[str]:
-    """Every file called `name` at or under `root` (sorted), e.g. each broker's events."""
+    """Every file called `name` at or under `root`, e.g. each broker's events, with the
+    rotated ones beside it (`name.1`, `name.2`...: older the higher the number): by
+    directory, oldest first (`name.2`, `name.1`, `name`)."""
     root = os.path.abspath(root)
     if os.path.isfile(root):
-        return [root] if os.path.basename(root) == name else []
+        return [root] if _rotation(os.path.basename(root), name) is not None else []
     found = []
     for directory, _subdirs, files in _walk(root):
-        if name in files:
-            found.append(os.path.join(directory, name))
-    return sorted(found)
+        numbered = [(n, f) for f in files if (n := _rotation(f, name)) is not None]
+        for _, file_name in sorted(numbered, reverse=True):
+            found.append(os.path.join(directory, file_name))
+    return sorted(found, key=lambda path: os.path.dirname(path))
 
 
 def _read_offsets(path: Path) -> dict:

@@ -25,9 +25,27 @@ from pathlib import Path
 
 import pandas as pd
 
-from spark.incidents import FailureTimeline, Marker, format_duration, partition_counts
+from spark.incidents import (
+    STATE_OFFLINE,
+    FailureTimeline,
+    Marker,
+    format_duration,
+    leader_counts,
+    partition_counts,
+    partition_states,
+)
+from spark.latency import FETCH, FETCH_PROCESSING, FETCH_WAIT_PREFIX, fetch_processing
 
-__all__ = ["Plot", "ReportData", "Table", "incident_table", "render_plots", "write_report"]
+__all__ = [
+    "Plot",
+    "ReportData",
+    "Table",
+    "group_series",
+    "incident_table",
+    "render_plots",
+    "render_report",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +90,9 @@ class ReportData:
     audit_divergence: Table = field(default_factory=Table.empty)
     audit_missing: Table = field(default_factory=Table.empty)
     partitions: Table = field(default_factory=Table.empty)
-    topic_minutes: Table = field(default_factory=Table.empty)
+    topic_throughput: Table = field(default_factory=Table.empty)
+    broker_throughput: Table = field(default_factory=Table.empty)
+    bucket_ms: int = 60_000
     isr_timeline: Table = field(default_factory=Table.empty)
     isr_events: Table = field(default_factory=Table.empty)
     leader_changes: Table = field(default_factory=Table.empty)
@@ -81,6 +101,8 @@ class ReportData:
     offline: Table = field(default_factory=Table.empty)
     latency: Table = field(default_factory=Table.empty)
     latency_summary: Table = field(default_factory=Table.empty)
+    group_lag: Table = field(default_factory=Table.empty)
+    group_summary: Table = field(default_factory=Table.empty)
     timeline: FailureTimeline = field(default_factory=lambda: FailureTimeline(None, None))
 
 
@@ -167,6 +189,7 @@ _MARKER_COLOURS = {
 }
 _SPAN_COLOURS = {
     "down": "#cf222e",
+    "stopped": "#8c959f",
     "paused": "#bc4c00",
     "not_answering": "#d4a72c",
     "active": "#8250df",
@@ -223,7 +246,7 @@ def _marker_legend(ax, timeline: FailureTimeline) -> list:
     ]
 
 
-def _timeline_figure(timeline: FailureTimeline, _frame=None):
+def _timeline_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0):
     if timeline.start_ts is None or not (timeline.spans or timeline.markers):
         return None
     plt = _pyplot()
@@ -260,15 +283,20 @@ def _timeline_figure(timeline: FailureTimeline, _frame=None):
     return fig, lanes
 
 
-def _throughput_figure(timeline: FailureTimeline, minutes: pd.DataFrame):
-    if minutes.empty:
+def _throughput_figure(timeline: FailureTimeline, frame: pd.DataFrame, bucket_ms: int = 0):
+    if frame.empty:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(12, 4))
-    for topic, group in minutes.sort_values("minute").groupby("topic"):
-        ax.plot(group["minute"], group["records_per_s"], marker="o", label=str(topic))
-    ax.set_title("Produce rate per topic (records/s, per minute, replicas counted once)")
+    for topic, group in frame.sort_values("bucket_ts").groupby("topic"):
+        times, values = _closed_steps(group, "records_per_s", bucket_ms)
+        ax.step(times, values, where="post", label=str(topic))
+    ax.set_title(
+        f"Produce rate per topic (records/s per {format_duration(bucket_ms)} bucket, "
+        "idle buckets are zero, replicas counted once)"
+    )
     ax.set_ylabel("records/s")
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     _draw_markers(ax, timeline)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
@@ -277,36 +305,107 @@ def _throughput_figure(timeline: FailureTimeline, minutes: pd.DataFrame):
     return fig, []
 
 
-def _isr_figure(timeline: FailureTimeline, isr: pd.DataFrame, max_partitions: int = 12):
-    if isr.empty:
+def _closed_steps(group: pd.DataFrame, column: str, bucket_ms: int) -> tuple[list, list]:
+    """A bucketed series as step points, closed at the end of its last bucket (a "post"
+    step otherwise draws the last bucket with no width)."""
+    times = list(pd.to_datetime(group["bucket_ts"], unit="ms"))
+    values = list(group[column])
+    if times:
+        times.append(times[-1] + pd.Timedelta(milliseconds=max(bucket_ms, 1)))
+        values.append(values[-1])
+    return times, values
+
+
+def _zero_filled(group: pd.DataFrame, columns: list[str], bucket_ms: int) -> pd.DataFrame:
+    """`group` (one series, by bucket_ts) with a zero row for every missing bucket."""
+    if group.empty or bucket_ms <= 0:
+        return group
+    first, last = int(group["bucket_ts"].min()), int(group["bucket_ts"].max())
+    grid = pd.DataFrame({"bucket_ts": range(first, last + 1, bucket_ms)})
+    out = grid.merge(group[["bucket_ts", *columns]], on="bucket_ts", how="left")
+    out[columns] = out[columns].fillna(0.0)
+    out["time"] = pd.to_datetime(out["bucket_ts"], unit="ms")
+    return out
+
+
+def _brokers_figure(timeline: FailureTimeline, frame: pd.DataFrame, bucket_ms: int = 0):
+    leaders = leader_counts(timeline)
+    if frame.empty and not leaders:
         return None
     plt = _pyplot()
-    frame = isr.assign(tp=isr["topic"] + "-" + isr["partition"].astype(str))
-    busiest = frame["tp"].value_counts().index[:max_partitions]
-    end = frame["time"].max()
-    if timeline.end_ts is not None:
-        end = max(end, _time(timeline.end_ts))
-    fig, ax = plt.subplots(figsize=(12, 4))
-    for tp in sorted(busiest):
-        group = frame[frame["tp"] == tp].sort_values("time")
-        times = [*group["time"], end]
-        sizes = [*group["isr_size"], group["isr_size"].iloc[-1]]
-        ax.step(times, sizes, where="post", label=tp)
-        offline = group[group["offline"]]
-        if not offline.empty:
-            ax.scatter(offline["time"], offline["isr_size"], marker="x", color="red")
-    ax.set_title("ISR size per partition (x: leader -1, offline)")
-    ax.set_ylabel("replicas in ISR")
-    ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.grid(alpha=0.3)
-    _draw_markers(ax, timeline)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig, axes = plt.subplots(3, 1, figsize=(12, 8), sharex=True)
+    columns = ["bytes_in_per_s", "bytes_out_per_s"]
+    for broker, group in frame.groupby("broker") if not frame.empty else ():
+        filled = _zero_filled(group.sort_values("bucket_ts"), columns, bucket_ms)
+        for ax, column in zip(axes[:2], columns, strict=True):
+            times, values = _closed_steps(filled, column, bucket_ms)
+            ax.step(times, [v / 1e3 for v in values], where="post", label=f"broker {broker}")
+    for broker, points in sorted(leaders.items()):
+        axes[2].step(
+            [_time(ts) for ts, _ in points],
+            [n for _, n in points],
+            where="post",
+            label=f"broker {broker}",
+        )
+    titles = (
+        f"Bytes in per broker (kB/s per {format_duration(bucket_ms)} bucket, from its metrics)",
+        "Bytes out per broker (kB/s; fetches by consumers and followers)",
+        "Partitions led per broker",
+    )
+    for ax, title, unit in zip(axes, titles, ("kB/s", "kB/s", "partitions"), strict=True):
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        _draw_markers(ax, timeline)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    axes[2].yaxis.get_major_locator().set_params(integer=True)
     fig.autofmt_xdate()
     fig.tight_layout()
     return fig, []
 
 
-def _isr_counts_figure(timeline: FailureTimeline, _frame=None):
+def _isr_heatmap_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0):
+    names, edges, matrix = partition_states(timeline)
+    if not names:
+        return None
+    plt = _pyplot()
+    import matplotlib.dates as mdates
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    colours = ["#d8f0d8", _SPAN_COLOURS["under_replicated"], _SPAN_COLOURS["offline"]]
+    start = mdates.date2num(_time(timeline.start_ts))
+    end = mdates.date2num(_time(timeline.end_ts if timeline.end_ts else timeline.start_ts))
+    fig, ax = plt.subplots(figsize=(12, 1.5 + 0.3 * len(names)))
+    ax.imshow(
+        matrix,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=ListedColormap(colours),
+        vmin=0,
+        vmax=STATE_OFFLINE,
+        extent=(start, end, len(names) - 0.5, -0.5),
+    )
+    ax.xaxis_date()
+    ax.set_yticks(range(len(names)), names)
+    ax.set_title("ISR per partition over time")
+    _draw_markers(ax, timeline)
+    for line in ax.get_lines():
+        line.set_zorder(2)  # over the heatmap
+    handles = [
+        Patch(color=colours[0], label="full ISR"),
+        Patch(color=colours[1], label="under-replicated"),
+        Patch(color=colours[2], label="offline (no leader)"),
+    ]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig, names
+
+
+def _isr_counts_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0):
     counts = partition_counts(timeline)
     if not counts:
         return None
@@ -327,22 +426,126 @@ def _isr_counts_figure(timeline: FailureTimeline, _frame=None):
     return fig, []
 
 
-def _latency_figure(timeline: FailureTimeline, latency: pd.DataFrame, max_requests: int = 8):
+def _latency_figure(
+    timeline: FailureTimeline, latency: pd.DataFrame, _bucket_ms: int = 0, max_requests: int = 8
+):
     if latency.empty:
         return None
     plt = _pyplot()
-    busiest = latency.groupby("request")["requests"].sum().nlargest(max_requests).index
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4), sharey=True)
-    for column, ax in zip(("p50_ms", "p99_ms"), axes, strict=True):
-        for request in sorted(busiest):
+    requests = latency[~latency["request"].astype(str).str.startswith(FETCH_WAIT_PREFIX)]
+    busiest = requests.groupby("request")["requests"].sum().nlargest(max_requests).index
+    waits = sorted(r for r in latency["request"].unique() if str(r).startswith(FETCH_WAIT_PREFIX))
+    shown = [*sorted(busiest), *waits]
+    processing = fetch_processing(latency)
+    panels = 3 if not processing.empty else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), sharey=True)
+    overflow_label = None
+    for column, ax in zip(("p50_ms", "p99_ms"), axes, strict=False):
+        for request in shown:
             group = latency[latency["request"] == request].sort_values("time")
-            ax.plot(group["time"], group[column].clip(upper=1e6), marker=".", label=request)
+            values = group[column].astype(float)
+            top = group["top_bucket_ms"].astype(float)
+            beyond = values > top
+            style = {"linestyle": "--"} if str(request).startswith(FETCH_WAIT_PREFIX) else {}
+            label = f"{request} (incl. long-poll wait)" if request == FETCH else str(request)
+            (line,) = ax.plot(
+                group["time"], values.where(~beyond, top), marker=".", label=label, **style
+            )
+            if beyond.any():
+                ax.scatter(
+                    group["time"][beyond],
+                    top[beyond],
+                    marker="^",
+                    s=60,
+                    color=line.get_color(),
+                    zorder=3,
+                )
+                overflow_label = f"> top bucket ({top[beyond].max():,.0f} ms)"
         ax.set_title(f"{column[:3]} request latency (all brokers)")
         ax.set_ylabel("ms")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
         _draw_markers(ax, timeline)
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    if panels == 3:
+        ax = axes[2]
+        for name, frame in (
+            (FETCH_PROCESSING, processing),
+            (FETCH, latency[latency["request"] == FETCH]),
+        ):
+            frame = frame.sort_values("time")
+            label = (
+                "Fetch processing (mean, wait excluded)" if name != FETCH else "Fetch total (mean)"
+            )
+            ax.plot(frame["time"], frame["mean_ms"].clip(lower=1e-3), marker=".", label=label)
+        ax.set_title("Fetch: mean total vs processing")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        _draw_markers(ax, timeline)
+    handles, labels = axes[1].get_legend_handles_labels()
+    if panels == 3:
+        more, more_labels = axes[2].get_legend_handles_labels()
+        handles, labels = handles + more, labels + more_labels
+    if overflow_label:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], marker="^", linestyle="", color="#444"))
+        labels.append(overflow_label)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.legend(
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize="small"
+    )
+    return fig, []
+
+
+def group_series(frame: pd.DataFrame, bucket_ms: int) -> dict[str, pd.DataFrame]:
+    """Per group: bucket_ts, time, committed (sum of its partitions' committed offsets)
+    and lag (sum of their lags), each partition's last commit carried forward to the
+    following buckets until it commits again (a partition counts from its first commit)."""
+    out: dict[str, pd.DataFrame] = {}
+    if frame.empty:
+        return out
+    for group, rows in frame.groupby("group"):
+        first, last = int(rows["bucket_ts"].min()), int(rows["bucket_ts"].max())
+        grid = range(first, last + 1, max(bucket_ms, 1))
+        keyed = rows.assign(tp=rows["topic"] + "-" + rows["partition"].astype(str))
+        sums = {}
+        for column in ("committed_offset", "lag"):
+            wide = keyed.pivot_table(
+                index="bucket_ts", columns="tp", values=column, aggfunc="last"
+            ).reindex(grid)
+            sums[column] = wide.ffill().sum(axis=1, min_count=1).fillna(0)
+        series = pd.DataFrame(
+            {"bucket_ts": list(grid), "committed": sums["committed_offset"].values,
+             "lag": sums["lag"].values}
+        )  # fmt: skip
+        series["time"] = pd.to_datetime(series["bucket_ts"], unit="ms")
+        out[str(group)] = series
+    return out
+
+
+def _groups_figure(timeline: FailureTimeline, frame: pd.DataFrame, bucket_ms: int = 0):
+    series = group_series(frame, bucket_ms)
+    if not series:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    for group, rows in sorted(series.items()):
+        for ax, column in zip(axes, ("lag", "committed"), strict=True):
+            times, values = _closed_steps(rows, column, bucket_ms)
+            ax.step(times, values, where="post", label=group)
+    titles = (
+        "Consumer lag per group (records; log end offset at each commit - committed offset)",
+        "Committed offsets per group (sum over its partitions)",
+    )
+    for ax, title in zip(axes, titles, strict=True):
+        ax.set_title(title)
+        ax.set_ylabel("records")
+        ax.set_ylim(bottom=0)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        _draw_markers(ax, timeline)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
     return fig, []
@@ -350,10 +553,12 @@ def _latency_figure(timeline: FailureTimeline, latency: pd.DataFrame, max_reques
 
 _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...] = (
     ("timeline", _timeline_figure, lambda d: pd.DataFrame()),
-    ("throughput", _throughput_figure, lambda d: d.topic_minutes.frame),
+    ("throughput", _throughput_figure, lambda d: d.topic_throughput.frame),
+    ("brokers", _brokers_figure, lambda d: d.broker_throughput.frame),
     ("isr_counts", _isr_counts_figure, lambda d: pd.DataFrame()),
-    ("isr", _isr_figure, lambda d: d.isr_timeline.frame),
+    ("isr_heatmap", _isr_heatmap_figure, lambda d: pd.DataFrame()),
     ("latency", _latency_figure, lambda d: d.latency.frame),
+    ("groups", _groups_figure, lambda d: d.group_lag.frame),
 )
 
 
@@ -363,7 +568,7 @@ def render_plots(data: ReportData) -> dict[str, Plot]:
     plots: dict[str, Plot] = {}
     for name, draw, frame_of in _FIGURES:
         try:
-            drawn = draw(data.timeline, frame_of(data))
+            drawn = draw(data.timeline, frame_of(data), data.bucket_ms)
             if drawn is None:
                 continue
             fig, lanes = drawn
@@ -374,6 +579,21 @@ def render_plots(data: ReportData) -> dict[str, Plot]:
         except Exception:
             logger.exception("could not draw %s", name)
     return plots
+
+
+def _latency_table(table: Table) -> Table:
+    """The latency summary for the page: overflowing percentiles as "> top bucket", and
+    a Fetch processing row (mean only)."""
+    frame = table.frame
+    if frame.empty or "top_bucket_ms" not in frame:
+        return table
+    frame = pd.concat([frame, fetch_processing(frame)], ignore_index=True)
+    shown = frame.drop(columns=["top_bucket_ms"]).astype({"p50_ms": object, "p99_ms": object})
+    for column in ("p50_ms", "p99_ms"):
+        beyond = frame[column].astype(float) > frame["top_bucket_ms"].astype(float)
+        for i in frame.index[beyond]:
+            shown.at[i, column] = f"> top bucket ({frame.at[i, 'top_bucket_ms']:,.0f})"
+    return Table(shown, table.total + len(frame) - len(table.frame))
 
 
 def incident_table(timeline: FailureTimeline) -> Table:
@@ -411,6 +631,11 @@ def _markers_note(markers: list[Marker]) -> str:
 
 def write_report(out: Path, data: ReportData) -> Path:
     """Render `data` as the self-contained `out/report.html`; returns its path."""
+    return render_report(out, data)[0]
+
+
+def render_report(out: Path, data: ReportData) -> tuple[Path, dict[str, Plot]]:
+    """`write_report`, also returning the plots drawn (with the data behind them)."""
     out.mkdir(parents=True, exist_ok=True)
     plots = render_plots(data)
     timeline = data.timeline
@@ -456,10 +681,16 @@ def write_report(out: Path, data: ReportData) -> Path:
         _table_html(data.audit_missing, what="missing ranges"),
         "<h2>Produce throughput</h2>",
         _image(plots, "throughput"),
+        '<p class="note">Per partition: <b>records_per_s</b> and <b>bytes_per_s</b> are '
+        "averages over the buckets in which the partition received records "
+        "(<b>active_buckets</b> of <b>bucket_s</b> seconds), <b>peak_*</b> the busiest "
+        "bucket.</p>",
         _table_html(data.partitions, what="partitions"),
+        "<h3>Brokers</h3>",
+        _image(plots, "brokers"),
         "<h2>ISR over time</h2>",
         _image(plots, "isr_counts"),
-        _image(plots, "isr"),
+        _image(plots, "isr_heatmap"),
         "<h3>ISR shrinks and expands</h3>",
         _table_html(data.isr_events, what="ISR shrink or expand events"),
         "<h3>Under-replicated intervals</h3>",
@@ -472,9 +703,20 @@ def write_report(out: Path, data: ReportData) -> Path:
         _table_html(data.truncations, what="truncations"),
         "<h2>Request latency</h2>",
         _image(plots, "latency"),
-        _table_html(data.latency_summary, what="request types"),
+        '<p class="note">A percentile beyond the histogram\'s top bucket is shown as '
+        '"&gt; top bucket" (a triangle on the plot), never as a number. A consumer\'s Fetch '
+        "waits up to fetch.max.wait.ms when there is nothing new: <b>Fetch wait</b> is that "
+        "long-poll wait, <b>Fetch processing</b> the mean of the rest.</p>",
+        _table_html(_latency_table(data.latency_summary), what="request types"),
+        "<h2>Consumer groups</h2>",
+        '<p class="note">From the offset commits in __consumer_offsets (what compaction '
+        "left): lag is the partition's log end offset at the moment of each commit minus "
+        "the committed offset; the table's lag is against the log end the data ends "
+        "with.</p>",
+        _image(plots, "groups"),
+        _table_html(data.group_summary, what="committed partitions"),
         "</body></html>",
     ]
     path = out / "report.html"
     path.write_text("\n".join(parts), encoding="utf-8")
-    return path
+    return path, plots

@@ -155,6 +155,11 @@ _LATENCY_HISTOGRAM = ArrayType(
     True,
 )
 
+_FETCH_WAIT_HISTOGRAM = ArrayType(
+    StructType([*_LATENCY_HISTOGRAM.elementType.fields, StructField("fetcher", StringType())]),
+    True,
+)
+
 # broker/broker_metrics.py, by short name (MetricsRegistry.snapshot).
 METRICS_SCHEMA = _struct(
     ("ts", LongType()),
@@ -179,4 +184,7 @@ METRICS_SCHEMA = _struct(
     ("requests_total", _REQUEST_COUNTER),
     ("response_bytes_total", _REQUEST_COUNTER),
     ("request_latency_seconds", _LATENCY_HISTOGRAM),
+    # The part of a Fetch's latency spent waiting in the purgatory (long poll), per fetcher
+    # (consumer | follower).
+    ("fetch_wait_seconds", _FETCH_WAIT_HISTOGRAM),
 )

@@ -145,6 +145,9 @@ class ReplicaManager:
             config.isr_change_propagation_blackout_ms, config.isr_change_propagation_interval_ms
         )
         self.stats = ReplicaManagerStats()
+        # Called with (from_follower, waited_ms) once per fetch answered: the time it spent
+        # in the fetch purgatory (0 when answered at once); the broker's metrics use it.
+        self.fetch_waited: Callable[[bool, int], None] = lambda from_follower, ms: None
         # The follower side: fetch state per followed partition (follower_fetch.py).
         self.followers = FollowerFetch(
             self.partitions, config, self.stats, self._events, truncation
@@ -272,10 +275,12 @@ class ReplicaManager:
         total = sum(len(r.records) for r in results.values())
         errors = any(r.error_code is not ErrorCode.NONE for r in results.values())
         if params.max_wait_ms <= 0 or not partitions or total >= params.min_bytes or errors:
+            self.fetch_waited(params.from_follower, 0)
             respond(results)
             return
 
         def complete() -> None:
+            self.fetch_waited(params.from_follower, max(0, op.completed_ms - now_ms))
             respond(self._read_and_record(params, partitions, op.completed_ms))
 
         op = DelayedFetch(

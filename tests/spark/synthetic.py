@@ -320,3 +320,32 @@ def write_failure_story(root: Path, topic: str = "orders") -> None:
             root / f"controller-{controller}" / "data" / "controller-events.jsonl",
             [r for r in controllers if r["controller"] == controller],
         )
+
+
+OFFSETS = TopicPartition("__consumer_offsets", 0)
+
+
+def offset_commit_batches(
+    commits: Iterable[tuple[int, str, TopicPartition, int | None]],
+) -> list[bytes]:
+    """`__consumer_offsets` batches as a group coordinator writes them: one per
+    (commit time, group, partition, committed offset; None: a tombstone), with the
+    broker's own encoders, plus one group-metadata record (not a commit)."""
+    from broker.core.group.offsets_topic import (
+        GroupValue,
+        OffsetValue,
+        encode_group,
+        encode_offset,
+        group_key,
+        offset_key,
+    )
+
+    batches = []
+    for ts, group, tp, offset in commits:
+        value = None if offset is None else encode_offset(OffsetValue(offset, 0, "", ts))
+        key = offset_key(group, tp.topic, tp.partition)
+        batches.append(build_batch([Record(key, value, ts)]))
+    first = min(ts for ts, *_ in commits)
+    metadata = encode_group(GroupValue("consumer", 1, "range", None, first))
+    batches.append(build_batch([Record(group_key("billing"), metadata, first)]))
+    return batches

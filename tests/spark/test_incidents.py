@@ -3,12 +3,21 @@ self-contained report drawn from it: the data behind the plots, not their pixels
 
 from __future__ import annotations
 
+import math
 import re
 
 import pandas as pd
 
-from spark.incidents import Span, failure_timeline, format_duration, partition_counts
-from spark.report import ReportData, Table, render_plots, write_report
+from spark.incidents import (
+    Span,
+    failure_timeline,
+    format_duration,
+    leader_counts,
+    partition_counts,
+    partition_states,
+)
+from spark.report import ReportData, Table, _latency_table, render_plots, write_report
+from spark.throughput import TARGET_BUCKETS, choose_bucket_ms
 from tests.spark import synthetic
 from tests.spark.synthetic import T0
 
@@ -105,11 +114,20 @@ def test_an_open_incident_and_a_resigned_controller():
 
 
 def _report_data() -> ReportData:
-    minutes = pd.DataFrame(
+    topics = pd.DataFrame(
         {
-            "topic": ["orders"] * 2,
-            "minute": [pd.Timestamp(T0, unit="ms"), pd.Timestamp(T0 + 60_000, unit="ms")],
-            "records_per_s": [10.0, 12.0],
+            "topic": ["orders"] * 3,
+            "bucket_ts": [T0, T0 + 30_000, T0 + 60_000],
+            "time": [pd.Timestamp(T0 + i * 30_000, unit="ms") for i in range(3)],
+            "records_per_s": [10.0, 0.0, 12.0],
+        }
+    )
+    brokers = pd.DataFrame(
+        {
+            "broker": [1, 1, 2],
+            "bucket_ts": [T0, T0 + 60_000, T0],
+            "bytes_in_per_s": [1000.0, 2000.0, 500.0],
+            "bytes_out_per_s": [100.0, 200.0, 50.0],
         }
     )
     isr = pd.DataFrame(
@@ -121,19 +139,25 @@ def _report_data() -> ReportData:
             "offline": [False, False],
         }
     )
+    times = [pd.Timestamp(T0, unit="ms"), pd.Timestamp(T0 + 5_000, unit="ms")]
     latency = pd.DataFrame(
         {
-            "request": ["Produce", "Produce"],
-            "time": [pd.Timestamp(T0, unit="ms"), pd.Timestamp(T0 + 5_000, unit="ms")],
-            "requests": [10, 10],
-            "p50_ms": [1.0, 2.0],
-            "p99_ms": [5.0, 9.0],
+            "bucket_ts": [T0, T0 + 5_000] * 3,
+            "request": ["Produce"] * 2 + ["Fetch"] * 2 + ["Fetch wait (consumer)"] * 2,
+            "time": times * 3,
+            "requests": [10, 10, 4, 4, 4, 4],
+            "mean_ms": [1.0, 2.0, 260.0, 300.0, 250.0, 280.0],
+            "p50_ms": [1.0, 2.0, 250.0, 250.0, 250.0, 250.0],
+            "p99_ms": [5.0, math.inf, 500.0, 500.0, 250.0, 250.0],
+            "top_bucket_ms": [30_000.0] * 6,
         }
     )
     return ReportData(
         data_dir="/nowhere",
         summary={"audit": "ok: 2"},
-        topic_minutes=Table(minutes, 2),
+        topic_throughput=Table(topics, 3),
+        broker_throughput=Table(brokers, 3),
+        bucket_ms=30_000,
         isr_timeline=Table(isr, 2),
         latency=Table(latency, 2),
         timeline=_story(),
@@ -143,7 +167,14 @@ def _report_data() -> ReportData:
 def test_every_time_plot_carries_every_event_marker_and_the_timeline_comes_first():
     data = _report_data()
     plots = render_plots(data)
-    assert list(plots) == ["timeline", "throughput", "isr_counts", "isr", "latency"]
+    assert list(plots) == [
+        "timeline",
+        "throughput",
+        "brokers",
+        "isr_counts",
+        "isr_heatmap",
+        "latency",
+    ]
     expected = sorted({m.ts for m in data.timeline.markers})
     for plot in plots.values():
         assert plot.time_axis and plot.marker_ts == expected, plot.name
@@ -156,8 +187,71 @@ def test_the_report_is_one_self_contained_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
     page = path.read_text()
     references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page)
-    assert len(references) == 5
+    assert len(references) == 6
     assert all(ref.startswith("data:image/png;base64,") for ref in references)
     assert "url(" not in page and "@import" not in page
     assert page.index("Failure timeline") < page.index("Replica consistency audit")
     assert "24.0 s" in page and "controller failover" in page
+
+
+def test_leader_counts_and_the_isr_heatmap_follow_the_story():
+    timeline = _story()
+    counts = leader_counts(timeline)
+    # Every broker's count is a whole number of partitions, never negative, and ends with
+    # the leaders the replay holds at the end.
+    assert all(n >= 0 for points in counts.values() for _, n in points)
+    final = {b: points[-1][1] for b, points in counts.items()}
+    assert sum(final.values()) == len(
+        [tp for tp in timeline.partitions if _last_leader(timeline, tp) not in (None, -1)]
+    )
+    names, edges, matrix = partition_states(timeline, bins=100)
+    assert names == [f"{t}-{p}" for t, p in timeline.partitions]
+    assert len(edges) == 100 and all(len(row) == 100 for row in matrix)
+    for span in timeline.spans:
+        if span.kind not in ("under_replicated", "offline"):
+            continue
+        row = matrix[names.index(span.lane.removeprefix("ISR "))]
+        width = (timeline.end_ts - timeline.start_ts) / 100
+        middle = int(((span.start_ts + (span.end_ts or timeline.end_ts)) / 2 - edges[0]) / width)
+        assert row[min(middle, 99)] >= (1 if span.kind == "under_replicated" else 2), span
+
+
+def _last_leader(timeline, tp):
+    leaders = [leader for _, t, leader in timeline.leaders if t == tp]
+    return leaders[-1] if leaders else None
+
+
+def test_latency_beyond_the_top_bucket_is_never_a_number_and_fetch_wait_is_split_out():
+    data = _report_data()
+    table = _latency_table(Table(data.latency.frame, len(data.latency.frame))).frame
+    produce = table[table["request"] == "Produce"]
+    assert produce["p99_ms"].tolist() == [5.0, "> top bucket (30,000)"]
+    processing = table[table["request"] == "Fetch processing"]
+    # (260 - 250) and (300 - 280) ms of each Fetch were not long-poll waiting.
+    assert processing["mean_ms"].tolist() == [10.0, 20.0]
+    page = write_report_text(data)
+    assert "> top bucket" in page.replace("&gt;", ">") and "inf" not in page.split("<img")[0]
+
+
+def write_report_text(data) -> str:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as out:
+        return write_report(Path(out), data).read_text()
+
+
+def test_throughput_buckets_adapt_to_the_run():
+    assert choose_bucket_ms(90_000) == 1_000  # a 90 s run: one point a second
+    assert choose_bucket_ms(20 * 60_000) == 10_000
+    assert choose_bucket_ms(24 * 3_600_000) == 600_000
+    assert choose_bucket_ms(None) == 1_000
+    for duration in (1, 10_000, 3_600_000, 400 * 86_400_000):
+        assert duration / choose_bucket_ms(duration) <= TARGET_BUCKETS
+
+
+def test_fetch_processing_in_the_whole_run_summary_too():
+    frame = _report_data().latency.frame.drop(columns=["bucket_ts", "time"])
+    frame = frame.groupby("request", as_index=False).first()
+    table = _latency_table(Table(frame, len(frame))).frame
+    assert table[table["request"] == "Fetch processing"]["mean_ms"].tolist() == [10.0]
