@@ -171,18 +171,24 @@ def producer_config(args: argparse.Namespace) -> dict:
         config["enable_idempotence"] = args.enable_idempotence
     if args.enable_idempotence and args.acks not in ("all", "-1"):
         raise CliError("--enable-idempotence requires --acks all", exit_code=2)
+    config["delivery_timeout_ms"] = delivery_timeout_ms(args, config)
+    return config
+
+
+def delivery_timeout_ms(args: argparse.Namespace, config: dict[str, Any]) -> int:
+    """`--delivery-timeout-ms`, or Kafka's default raised to cover linger + request
+    timeout; `CliError` if given below that, as Kafka refuses it."""
     request_timeout = config.get("request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS)
     delivery_timeout = args.delivery_timeout_ms
     if delivery_timeout is None:
-        delivery_timeout = max(DEFAULT_DELIVERY_TIMEOUT_MS, request_timeout + args.linger_ms)
-    elif delivery_timeout < request_timeout + args.linger_ms:
+        return max(DEFAULT_DELIVERY_TIMEOUT_MS, request_timeout + args.linger_ms)
+    if delivery_timeout < request_timeout + args.linger_ms:
         raise CliError(
             f"--delivery-timeout-ms ({delivery_timeout}) must be at least --linger-ms + "
             f"--request-timeout-ms ({args.linger_ms} + {request_timeout}), as Kafka requires",
             exit_code=2,
         )
-    config["delivery_timeout_ms"] = delivery_timeout
-    return config
+    return delivery_timeout
 
 
 def _produce(args: argparse.Namespace) -> int:

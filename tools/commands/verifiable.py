@@ -52,10 +52,9 @@ from tools.commands.common import (
     run_async,
     text_or_none,
 )
+from tools.commands.produce import DEFAULT_DELIVERY_TIMEOUT_MS, delivery_timeout_ms
 from tools.errors import CliError
 
-DEFAULT_DELIVERY_TIMEOUT_MS = 120_000  # Kafka's delivery.timeout.ms
-DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
 # Records sent and not yet acknowledged: a producer far ahead of its acks waits (bounds
 # the memory of the reporting tasks when the cluster stalls).
 MAX_UNACKED = 20_000
@@ -172,17 +171,7 @@ def producer_options(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.retries is not None:
         options["retries"] = args.retries
-    request_timeout = options.get("request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS)
-    delivery_timeout = args.delivery_timeout_ms
-    if delivery_timeout is None:
-        delivery_timeout = max(DEFAULT_DELIVERY_TIMEOUT_MS, request_timeout + args.linger_ms)
-    elif delivery_timeout < request_timeout + args.linger_ms:
-        raise CliError(
-            f"--delivery-timeout-ms ({delivery_timeout}) must be at least --linger-ms + "
-            f"--request-timeout-ms ({args.linger_ms} + {request_timeout}), as Kafka requires",
-            exit_code=2,
-        )
-    options["delivery_timeout_ms"] = delivery_timeout
+    options["delivery_timeout_ms"] = delivery_timeout_ms(args, options)
     if args.enable_idempotence is not None:
         # Only when asked: the producer's own default applies otherwise.
         options["enable_idempotence"] = args.enable_idempotence
