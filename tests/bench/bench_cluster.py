@@ -147,9 +147,12 @@ async def consume_all(bootstrap: str, topic: str, partitions: int, count: int):
         bootstrap, auto_offset_reset="earliest", max_poll_records=100_000
     ) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        first = []
+        while not first:  # connections, offsets and the first fetch before the clock
+            first = await consumer.poll(1000)
         seen = size = 0
         started = time.perf_counter()
-        while seen < count:
+        while seen < count - len(first):
             batch = await consumer.poll(1000)
             seen += len(batch)
             size += sum(len(r.value) for r in batch)
@@ -304,7 +307,6 @@ def main() -> None:
                 [
                     NewTopic("rf1", 3, 1),
                     NewTopic("rf3", 3, 3, configs={"min.insync.replicas": "2"}),
-                    NewTopic("many", 300, 3),
                 ],
             )
             one = trio.run(throughput, bootstrap, "rf1", 1)
@@ -408,6 +410,8 @@ def main() -> None:
             )
 
             # Controlled shutdown of the broker leading the most of 300 partitions.
+            trio.run(create_topics, bootstrap, [NewTopic("many", 300, 3)])
+            time.sleep(3)  # their leaders elected
             view = read_cluster(cluster.state.zookeeper_connect)
             led: dict[int, int] = {}
             for p in view.partitions:
