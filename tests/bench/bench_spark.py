@@ -37,7 +37,7 @@ from pathlib import Path
 from broker.core.log import Log, LogConfig
 from client.protocol.records import Codec, Record, build_batch, decode_records, iter_batches
 
-RECORDS = 200_000
+RECORDS = int(os.environ.get("BENCH_SPARK_RECORDS", "200000"))
 RECORD_BYTES = 100
 PER_BATCH = 500
 PARTITIONS = 4

@@ -641,7 +641,10 @@ def test_two_console_consumers_in_one_group_share_the_records(run, runner):
         wait_for(lambda: count() == 50, "the first consumer prints the first 50")
         start(1)
         wait_for(lambda: members() == 2, "both consumers are members")
-        run("produce", "shared", "--acks", "all", stdin="".join(f"{v}\n" for v in values[50:]))
+        # Keyed, so the 50 spread over the partitions: a key-less burst goes to one
+        # partition (the sticky partitioner), which may be the first consumer's alone.
+        keyed = "".join(f"k{i}:{v}\n" for i, v in enumerate(values[50:]))
+        run("produce", "shared", "--acks", "all", "--key-separator", ":", stdin=keyed)
         wait_for(lambda: count() >= 100, "the other 50 are printed")
         for process in processes:
             process.send_signal(signal.SIGINT)
