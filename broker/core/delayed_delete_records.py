@@ -20,12 +20,10 @@ follower fetches, ISR changes and leadership changes. For each pending partition
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.core.purgatory import DelayedOperation
+from broker.core.purgatory import DelayedPartitionsOperation
 from client.protocol.errors import ErrorCode
-from client.protocol.types import TopicPartition
 
 
 @dataclass(slots=True)
@@ -42,47 +40,19 @@ class DeleteRecordsStatus:
     pending: bool = True
 
 
-class DelayedDeleteRecords(DelayedOperation):
-    __slots__ = ("statuses", "_get_partition", "_respond")
+class DelayedDeleteRecords(DelayedPartitionsOperation):
+    __slots__ = ()
 
-    def __init__(
-        self,
-        deadline_ms: int,
-        statuses: dict[TopicPartition, DeleteRecordsStatus],
-        get_partition: Callable[[TopicPartition], object | None],
-        respond: Callable[[dict[TopicPartition, DeleteRecordsResult]], None],
-    ):
-        super().__init__(deadline_ms)
-        self.statuses = statuses
-        self._get_partition = get_partition
-        self._respond = respond
+    def check_partition(self, partition, status: DeleteRecordsStatus) -> None:
+        if partition is None:  # Case A
+            self.fail(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        elif not partition.is_leader:  # Case B
+            self.fail(status, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        else:
+            low = partition.low_watermark_if_leader()
+            if low >= status.required_offset:  # Case C
+                status.pending = False
+                status.result.low_watermark = low
 
-    def try_complete(self, now_ms: int) -> bool:
-        for tp, status in self.statuses.items():
-            if not status.pending:
-                continue
-            partition = self._get_partition(tp)
-            if partition is None:  # Case A
-                self._fail(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif not partition.is_leader:  # Case B
-                self._fail(status, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            else:
-                low = partition.low_watermark_if_leader()
-                if low >= status.required_offset:  # Case C
-                    status.pending = False
-                    status.result.low_watermark = low
-        return not any(s.pending for s in self.statuses.values())
-
-    def on_expiration(self) -> None:
-        for status in self.statuses.values():
-            if status.pending:
-                self._fail(status, ErrorCode.REQUEST_TIMED_OUT)
-
-    def on_complete(self) -> None:
-        self._respond({tp: s.result for tp, s in self.statuses.items()})
-
-    @staticmethod
-    def _fail(status: DeleteRecordsStatus, error: ErrorCode) -> None:
-        status.pending = False
-        status.result.error_code = error
-        status.result.low_watermark = -1
+    def clear_result(self, result: DeleteRecordsResult) -> None:
+        result.low_watermark = -1

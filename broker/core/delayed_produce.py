@@ -21,12 +21,10 @@ partition results to the `respond` callback exactly once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.core.purgatory import DelayedOperation
+from broker.core.purgatory import DelayedPartitionsOperation
 from client.protocol.errors import ErrorCode
-from client.protocol.types import TopicPartition
 
 
 @dataclass(slots=True)
@@ -45,46 +43,18 @@ class ProducePartitionStatus:
     pending: bool = True
 
 
-class DelayedProduce(DelayedOperation):
-    __slots__ = ("statuses", "_get_partition", "_respond")
+class DelayedProduce(DelayedPartitionsOperation):
+    __slots__ = ()
 
-    def __init__(
-        self,
-        deadline_ms: int,
-        statuses: dict[TopicPartition, ProducePartitionStatus],
-        get_partition: Callable[[TopicPartition], object | None],
-        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
-    ):
-        super().__init__(deadline_ms)
-        self.statuses = statuses
-        self._get_partition = get_partition
-        self._respond = respond
+    def check_partition(self, partition, status: ProducePartitionStatus) -> None:
+        if partition is None:  # Case A
+            self.fail(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return
+        done, error = partition.check_enough_replicas_reach_offset(status.required_offset)
+        if done:  # Case B (error NOT_LEADER), C.1 (NONE) or C.2 (NOT_ENOUGH_..._AFTER_APPEND)
+            status.pending = False
+            if error is not ErrorCode.NONE:
+                self.fail(status, error)
 
-    def try_complete(self, now_ms: int) -> bool:
-        for tp, status in self.statuses.items():
-            if not status.pending:
-                continue
-            partition = self._get_partition(tp)
-            if partition is None:  # Case A
-                self._fail(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            done, error = partition.check_enough_replicas_reach_offset(status.required_offset)
-            if done:  # Case B (error NOT_LEADER), C.1 (NONE) or C.2 (NOT_ENOUGH_..._AFTER_APPEND)
-                status.pending = False
-                if error is not ErrorCode.NONE:
-                    self._fail(status, error)
-        return not any(s.pending for s in self.statuses.values())
-
-    def on_expiration(self) -> None:
-        for status in self.statuses.values():
-            if status.pending:
-                self._fail(status, ErrorCode.REQUEST_TIMED_OUT)
-
-    def on_complete(self) -> None:
-        self._respond({tp: s.result for tp, s in self.statuses.items()})
-
-    @staticmethod
-    def _fail(status: ProducePartitionStatus, error: ErrorCode) -> None:
-        status.pending = False
-        status.result.error_code = error
-        status.result.base_offset = -1
+    def clear_result(self, result: ProduceResult) -> None:
+        result.base_offset = -1

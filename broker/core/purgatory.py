@@ -30,6 +30,8 @@ import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable
 
+from client.protocol.errors import ErrorCode
+
 
 class DelayedOperation:
     """A request waiting on a condition, with a deadline.
@@ -57,6 +59,58 @@ class DelayedOperation:
 
     def on_expiration(self) -> None:
         """Hook run just before `on_complete` when the deadline passed."""
+
+
+class DelayedPartitionsOperation(DelayedOperation):
+    """A request over several partitions, each pending until it is decided (Kafka's
+    DelayedProduce and DelayedDeleteRecords share this shape).
+
+    `statuses` maps each partition to a status with `pending` and a `result` carrying an
+    `error_code`. `try_complete` asks `check_partition(partition, status)` about every
+    pending one (the partition is None when this broker no longer hosts it) and completes
+    when none is pending; on expiry the pending ones answer REQUEST_TIMED_OUT;
+    `on_complete` hands every result to `respond` once. Subclasses implement
+    `check_partition` and `clear_result` (what a failed result must not carry).
+    """
+
+    __slots__ = ("statuses", "_get_partition", "_respond")
+
+    def __init__(
+        self,
+        deadline_ms: int,
+        statuses: dict,
+        get_partition: Callable[[Hashable], object | None],
+        respond: Callable[[dict], None],
+    ):
+        super().__init__(deadline_ms)
+        self.statuses = statuses
+        self._get_partition = get_partition
+        self._respond = respond
+
+    def check_partition(self, partition, status) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def clear_result(self, result) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def try_complete(self, now_ms: int) -> bool:
+        for tp, status in self.statuses.items():
+            if status.pending:
+                self.check_partition(self._get_partition(tp), status)
+        return not any(s.pending for s in self.statuses.values())
+
+    def on_expiration(self) -> None:
+        for status in self.statuses.values():
+            if status.pending:
+                self.fail(status, ErrorCode.REQUEST_TIMED_OUT)
+
+    def on_complete(self) -> None:
+        self._respond({tp: s.result for tp, s in self.statuses.items()})
+
+    def fail(self, status, error) -> None:
+        status.pending = False
+        status.result.error_code = error
+        self.clear_result(status.result)
 
 
 class Purgatory:
