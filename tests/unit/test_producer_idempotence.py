@@ -16,6 +16,7 @@ from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.records import iter_batches
 from client.protocol.types import TopicPartition
+from tests.support import producer_faults
 from tests.support.cluster import open_test_cluster
 
 T0 = TopicPartition("t", 0)
@@ -101,14 +102,7 @@ RETRIABLE = [
     ErrorCode.REQUEST_TIMED_OUT,
     ErrorCode.NETWORK_EXCEPTION,
 ]
-fault_lists = st.lists(
-    st.one_of(
-        st.tuples(st.just("error"), st.sampled_from(RETRIABLE), st.integers(0, 2)),
-        st.tuples(st.just("drop"), st.booleans(), st.integers(1, 2)),
-        st.tuples(st.just("move"), st.integers(0, 59), st.integers(0, 2)),
-    ),
-    max_size=6,
-)
+fault_lists = producer_faults.fault_lists(RETRIABLE)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -120,30 +114,9 @@ def test_retries_and_leader_moves_write_every_record_exactly_once(faults, linger
 
     async def scenario() -> None:
         async with open_test_cluster(2) as cluster:
-            await cluster.create_topic("t", 3, replication_factor=2)
-            moves = {}
-            for kind, a, b in faults:
-                if kind == "error":
-                    cluster.fail(ApiKey.PRODUCE, a, tp=TopicPartition("t", b))
-                elif kind == "drop":
-                    cluster.drop(ApiKey.PRODUCE, broker=b, after_append=a)
-                else:
-                    moves[a] = b
-            async with open_producer(
-                cluster.bootstrap,
-                connector=cluster.connector(),
-                linger_ms=linger,
-                batch_size=batch_size,
-                retry_backoff_ms=10,
-            ) as p:
-                handles = []
-                for i in range(60):
-                    handles.append(await p.send("t", str(i), partition=i % 3))
-                    if i in moves:
-                        tp = TopicPartition("t", moves[i])
-                        await cluster.move_leader(tp, 3 - cluster.partition(tp).leader)
-                    if i % 7 == 0:
-                        await trio.sleep(0.001)
+            handles = await producer_faults.send_under_faults(
+                cluster, faults, linger_ms=linger, batch_size=batch_size
+            )
             for partition in range(3):
                 expected = [str(i).encode() for i in range(partition, 60, 3)]
                 assert cluster.values(("t", partition)) == expected
