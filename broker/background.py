@@ -14,6 +14,8 @@ what comes back, nothing more:
 - `checkpointer`, `retention`, `flusher`: HW and recovery-point checkpoints, retention,
   and `flush.ms`/`flush.messages` fsyncs, each on its Kafka interval;
 - `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
+- `memory_releaser`: hands the heap's free pages back to the system every
+  `MEMORY_RELEASE_S` (`server_common/malloc_tuning.py`), so RSS falls after a burst;
 - `log_cleaner` (when set, `broker/log_cleaner.py`): compaction of `compact` logs;
 - `log_scrubber` (when set, `broker/log_scrubber.py`): CRC checks of closed segments
   and repair of damaged batches.
@@ -36,6 +38,7 @@ from broker.log_cleaner import LogCleanerTask
 from broker.log_scrubber import LogScrubber
 from broker.zk_gateway import BrokerZkGateway
 from server_common.jsonl import Rotation
+from server_common.malloc_tuning import release_free_memory
 from server_common.metrics import MetricsRegistry
 from server_common.zk import ZkError
 
@@ -45,6 +48,8 @@ log = logging.getLogger(__name__)
 IDLE_REAPER_S = 3600.0
 # The propagator looks at least this often (and at most every 50 ms).
 MAX_PROPAGATION_PERIOD_S = 2.5
+# How often free heap memory is returned to the system (malloc_trim takes ~1 ms).
+MEMORY_RELEASE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,7 @@ class BackgroundTasks:
             self.retention,
             self.flusher,
             self.metrics_snapshots,
+            self.memory_releaser,
         ):
             nursery.start_soon(task)
         if self.log_cleaner is not None:
@@ -164,6 +170,11 @@ class BackgroundTasks:
                     last_recovery = trio.current_time()
             except OSError as exc:
                 log.error("checkpoint failed: %s", exc)
+
+    async def memory_releaser(self) -> None:
+        while True:
+            await trio.sleep(MEMORY_RELEASE_S)
+            release_free_memory()
 
     async def retention(self) -> None:
         while True:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from server_common.malloc_tuning import tune_malloc
 from server_common.server_main import add_server_arguments, keep_test_libraries_out, run_server
 
 
@@ -14,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     keep_test_libraries_out()  # before the imports below
+    tune_malloc()  # before the server allocates anything sizeable
     from controller.config import ControllerConfig
     from controller.server import run_controller
 
