@@ -12,7 +12,8 @@ what comes back, nothing more:
   and `wake_at(deadline_ms)` (the core's callback when an earlier deadline appears) wakes
   it sooner;
 - `checkpointer`, `retention`, `flusher`: HW and recovery-point checkpoints, retention,
-  and `flush.ms`/`flush.messages` fsyncs, each on its Kafka interval;
+  and the fsyncs of rolled segments and `flush.ms`, each on its Kafka interval (the
+  fsyncs in a worker thread, on duplicated descriptors);
 - `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
 - `memory_releaser`: hands the heap's free pages back to the system every
   `MEMORY_RELEASE_S` (`server_common/malloc_tuning.py`), so RSS falls after a burst;
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import trio
 
+from broker.core.log.log import PendingFlush
 from broker.core.log.manager import LogManager
 from broker.core.partition import IsrUpdate
 from broker.core.replica_manager import ReplicaManager
@@ -192,10 +194,21 @@ class BackgroundTasks:
         while True:
             await trio.sleep(self.intervals.flush_check_s)
             try:
-                # In the Trio thread: the logs are not thread-safe (flush.ms is off by default).
-                self.log_manager.flush_dirty(self.now_ms())
+                pending = self.log_manager.due_flushes(self.now_ms())
             except Exception:
                 log.exception("flush failed")
+                continue
+            if pending:
+                await self._run_flushes(pending)
+
+    async def _run_flushes(self, pending: list[PendingFlush]) -> None:
+        """fsync in a worker thread (an fsync of a rolled 16 MiB segment takes tens of ms:
+        on the event loop it stalled every request), record the results on the loop."""
+        failures = await trio.to_thread.run_sync(_run_all, pending)
+        for flush, failure in zip(pending, failures, strict=True):
+            flush.log.finish_flush(flush, synced=failure is None)
+            if failure is not None:
+                log.error("flush of %s failed: %s", flush.log.topic_partition, failure)
 
     async def metrics_snapshots(self) -> None:
         if self.intervals.metrics_snapshot_s <= 0:
@@ -209,3 +222,16 @@ class BackgroundTasks:
                 )
         finally:
             out.close()
+
+
+def _run_all(pending: list[PendingFlush]) -> list[OSError | None]:
+    """Run every flush (in a worker thread); each one's failure, or None."""
+    failures: list[OSError | None] = []
+    for flush in pending:
+        try:
+            flush.run()
+        except OSError as exc:
+            failures.append(exc)
+        else:
+            failures.append(None)
+    return failures

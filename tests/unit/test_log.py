@@ -356,6 +356,42 @@ def test_rolled_segments_are_flushed_by_maybe_flush(tmp_path):
     assert log.recovery_point == log.active_segment.base_offset
 
 
+def test_a_flush_run_elsewhere_moves_the_recovery_point_only_once_it_ran(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 20)
+    pending = log.due_flush(now_ms=0)
+    assert pending is not None and log.recovery_point == 0
+    fill(log, 2)  # appends and rolls go on while the fsyncs run (in a worker thread)
+    pending.run()
+    log.finish_flush(pending, synced=True)
+    assert 0 < log.recovery_point == pending.upto <= log.log_end_offset
+
+
+def test_a_flush_overtaken_by_truncation_or_failure_does_not_move_the_recovery_point(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 20)
+    pending = log.due_flush(now_ms=0)
+    log.truncate_to(pending.upto - 1)
+    fill(log, 5)  # new, unsynced data now sits at offsets below pending.upto
+    pending.run()
+    log.finish_flush(pending, synced=True)
+    assert log.recovery_point == 0
+    failed = log.due_flush(now_ms=0)
+    failed.run()
+    log.finish_flush(failed, synced=False)
+    assert log.recovery_point == 0
+    assert log.maybe_flush(now_ms=0) and log.recovery_point > 0
+
+
+def test_a_pending_flush_survives_the_log_closing_under_it(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 20)
+    pending = log.due_flush(now_ms=0)
+    log.close()
+    pending.run()  # duplicated descriptors: still valid, then closed
+    log.finish_flush(pending, synced=True)
+
+
 def test_closed_log_refuses_work(tmp_path):
     log = open_log(tmp_path)
     log.close()

@@ -81,6 +81,14 @@ class _IndexFile:
             os.fsync(self._handle().fileno())
             self._dirty = False
 
+    def take_dirty_descriptor(self) -> int | None:
+        """A duplicate of the file's descriptor if it has unsynced entries (marked synced:
+        the caller fsyncs and closes it, possibly in another thread), else None."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return os.dup(self._handle().fileno())
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
@@ -165,6 +173,9 @@ class _SparseIndex:
 
     def flush(self) -> None:
         self._file.flush()
+
+    def take_dirty_descriptor(self) -> int | None:
+        return self._file.take_dirty_descriptor()
 
     @property
     def path(self) -> Path:

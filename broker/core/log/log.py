@@ -12,8 +12,11 @@ How it works:
 - Retention deletes whole segments from the front, never the last one without first
   rolling an empty one, and moves the log start offset up.
 - Durability is the OS's unless `flush.messages`/`flush.ms` ask for fsync; `flush`
-  advances the recovery point. Rolling does not fsync (the LogManager's periodic
-  `flush_dirty` flushes rolled segments, as Kafka's scheduled "flush-log" task does).
+  advances the recovery point. Rolling does not fsync: the broker's flusher task flushes
+  rolled segments (and `flush.ms`) as Kafka's scheduled "flush-log" task does, off the
+  event loop: `due_flush`/`prepare_flush` return a `PendingFlush` holding duplicated
+  descriptors, its `run()` fsyncs them in a worker thread, and `finish_flush` moves the
+  recovery point afterwards unless the log was truncated meanwhile.
 - `open` recovers: first it finishes or undoes a segment replacement a crash interrupted
   (`swap.py`); then segments from the one holding the recovery point onward (and any
   segment whose index files are missing or inconsistent) are re-read batch by batch; the
@@ -95,6 +98,7 @@ __all__ = [
     "LogAppendInfo",
     "LogOffsetMetadata",
     "OffsetAndTimestamp",
+    "PendingFlush",
     "parse_topic_partition",
 ]
 
@@ -121,6 +125,33 @@ def parse_topic_partition(name: str) -> TopicPartition:
     if match is None:
         raise LogError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
     return TopicPartition(match.group(1), int(match.group(2)))
+
+
+class PendingFlush:
+    """fsyncs prepared by `Log.prepare_flush`: `run()` does them (blocking; any thread)
+    on duplicated descriptors, which it closes, then the directory if a file was added
+    or removed in it; `Log.finish_flush` records the result on the event loop."""
+
+    __slots__ = ("log", "upto", "descriptors", "directory", "truncations")
+
+    def __init__(
+        self, log: Log, upto: int, descriptors: list[int], directory: Path | None, truncations: int
+    ) -> None:
+        self.log = log
+        self.upto = upto
+        self.descriptors = descriptors
+        self.directory = directory
+        self.truncations = truncations
+
+    def run(self) -> None:
+        try:
+            for descriptor in self.descriptors:
+                os.fsync(descriptor)
+            if self.directory is not None:
+                fsync_dir(self.directory)
+        finally:
+            for descriptor in self.descriptors:
+                os.close(descriptor)
 
 
 class LogAppendInfo(NamedTuple):
@@ -188,6 +219,7 @@ class Log:
         self._cleaner_checkpoint = 0
         self._last_flush_ms = now_ms
         self._dir_dirty = False
+        self._truncations = 0  # bumped by every truncation (see finish_flush)
         self._closed = False
         self._epoch_cache = LeaderEpochCache(
             LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), name=str(self._tp)
@@ -786,6 +818,7 @@ class Log:
         self._reload_producer_state(new_leo)
         self._log_start_offset = min(self._log_start_offset, new_leo)
         self._recovery_point = min(self._recovery_point, new_leo)
+        self._truncations += 1
         self._cleaner_checkpoint = min(self._cleaner_checkpoint, new_leo)
         logger.info("Log %s: truncated from %d to %d", self._tp, leo, new_leo)
         return True
@@ -803,6 +836,7 @@ class Log:
         self._producer_state = ProducerStateManager(offset)
         self._log_start_offset = offset
         self._recovery_point = offset
+        self._truncations += 1
         self._cleaner_checkpoint = offset
         logger.info("Log %s: truncated fully, restarting at offset %d", self._tp, offset)
 
@@ -1044,35 +1078,65 @@ class Log:
     def flush(self, upto: int | None = None, *, now_ms: int | None = None) -> bool:
         """fsync segments holding offsets in [recovery point, upto) and move the recovery
         point to `upto` (default: the LEO). Returns whether anything was flushed."""
+        return self._flush_now(self.prepare_flush(upto, now_ms=now_ms))
+
+    def _flush_now(self, pending: PendingFlush | None) -> bool:
+        if pending is None:
+            return False
+        try:
+            pending.run()
+        except OSError:
+            self.finish_flush(pending, synced=False)
+            raise
+        self.finish_flush(pending, synced=True)
+        return True
+
+    def prepare_flush(self, upto: int | None = None, *, now_ms: int | None = None):
+        """The first half of `flush`, for fsyncs away from the event loop: a `PendingFlush`
+        whose `run()` (any thread) does the fsyncs, after which `finish_flush` (on the
+        loop) moves the recovery point; None if there is nothing to flush."""
         self._check_open()
         leo = self.log_end_offset
         upto = leo if upto is None else min(upto, leo)
         if now_ms is not None:
             self._last_flush_ms = now_ms
         if upto <= self._recovery_point:
-            return False
+            return None
         first = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+        descriptors: list[int] = []
         for segment in self._segments[first:]:
             if segment.base_offset >= upto and segment is not self._segments[first]:
                 break
-            segment.flush()
-        if self._dir_dirty:
-            fsync_dir(self._dir)
-            self._dir_dirty = False
-        self._recovery_point = upto
-        return True
+            descriptors.extend(segment.descriptors_to_flush())
+        directory = self._dir if self._dir_dirty else None
+        self._dir_dirty = False
+        return PendingFlush(self, upto, descriptors, directory, self._truncations)
+
+    def finish_flush(self, pending: PendingFlush, *, synced: bool) -> None:
+        """Record a `PendingFlush` that ran: the recovery point moves to its end, unless it
+        failed, or the log was truncated or closed meanwhile (its offsets may be new)."""
+        if not synced:
+            self._dir_dirty = self._dir_dirty or pending.directory is not None
+            return
+        if self._closed or pending.truncations != self._truncations:
+            return
+        self._recovery_point = max(self._recovery_point, min(pending.upto, self.log_end_offset))
 
     def maybe_flush(self, now_ms: int) -> bool:
         """Flush when `flush.ms` has passed with unflushed data, or rolled segments are
         unflushed (Kafka flushes those after every roll); returns whether it flushed."""
+        return self._flush_now(self.due_flush(now_ms))
+
+    def due_flush(self, now_ms: int) -> PendingFlush | None:
+        """`maybe_flush`'s decision, as a `PendingFlush` to run off the loop (or None)."""
         if self._closed or self.unflushed_messages <= 0:
-            return False
+            return None
         if now_ms - self._last_flush_ms >= self._config.flush_ms:
-            return self.flush(now_ms=now_ms)
+            return self.prepare_flush(now_ms=now_ms)
         active_base = self._segments[-1].base_offset
         if self._recovery_point < active_base:
-            return self.flush(active_base)
-        return False
+            return self.prepare_flush(active_base)
+        return None
 
     def close(self) -> None:
         """Close the files (no fsync: call flush first for a clean shutdown)."""

@@ -18,7 +18,8 @@ the same dir gets `LogDirLockedError`), reads the checkpoint files, and opens ev
 
 The broker owns `replication-offset-checkpoint` (high watermarks) through
 `read_high_watermarks`/`write_high_watermarks`, and drives the periodic work:
-`run_retention`, `flush_dirty` (flush.ms and rolled-but-unflushed segments),
+`run_retention`, `due_flushes` (flush.ms and rolled-but-unflushed segments, as
+`PendingFlush`es the broker runs in a worker thread; `flush_dirty` runs them in place),
 `checkpoint_recovery_points`, `checkpoint_log_start_offsets`. `close` is the clean
 shutdown path: flush, close, checkpoint, mark clean, unlock.
 """
@@ -38,7 +39,7 @@ from types import MappingProxyType
 from broker.core.log.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import CheckpointError, LogDirLockedError, LogError
-from broker.core.log.log import Log, parse_topic_partition
+from broker.core.log.log import Log, PendingFlush, parse_topic_partition
 from broker.core.log.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from client.protocol.types import TopicPartition
 
@@ -293,6 +294,10 @@ class LogManager:
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs due by `flush.ms` and logs with rolled, unflushed segments."""
         return sum(1 for log in self._logs.values() if log.maybe_flush(now_ms))
+
+    def due_flushes(self, now_ms: int) -> list[PendingFlush]:
+        """`flush_dirty`'s flushes, prepared to run elsewhere (see `Log.prepare_flush`)."""
+        return [p for p in (log.due_flush(now_ms) for log in self._logs.values()) if p]
 
     # ------------------------------------------------------------------ shutdown
 

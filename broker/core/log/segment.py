@@ -328,6 +328,17 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
+    def descriptors_to_flush(self) -> list[int]:
+        """Duplicates of the descriptors `flush` would fsync (the log's, and its indexes'
+        with unsynced entries), for an fsync away from the event loop: a duplicate stays
+        valid if the segment is closed or deleted meanwhile. The caller closes them."""
+        descriptors = [os.dup(self._fd)]
+        for index in (self.offset_index, self.time_index):
+            descriptor = index.take_dirty_descriptor()
+            if descriptor is not None:
+                descriptors.append(descriptor)
+        return descriptors
+
     def file_paths(self) -> list[Path]:
         """The segment's files: the log first, then its indexes."""
         return [self.log_path, self.offset_index.path, self.time_index.path]
