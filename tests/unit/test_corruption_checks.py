@@ -117,7 +117,7 @@ def test_cli_consume_prints_one_line_and_exits_1(monkeypatch, capsys):
         raise CorruptBatchError(TP, 5, 7, 1, "CRC mismatch")
 
     async def fake_run(args):
-        await consume._poll_or_fail(type("C", (), {"poll": failing_poll})(), 10)
+        await consume._poll_or_fail(type("C", (), {"poll_batches": failing_poll})(), 10)
 
     monkeypatch.setattr(consume, "run_async", lambda fn: __import__("trio").run(fake_run, None))
     code = cli.main(["consume", "t", "--bootstrap-server", "127.0.0.1:1"])
