@@ -12,7 +12,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.consumer import ConsumerBatch, ConsumerRecord, open_consumer
+from client.consumer import ConsumerBatch, ConsumerRecord, _decode, open_consumer
 from client.protocol import messages as m
 from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import (
@@ -23,6 +23,7 @@ from client.protocol.records import (
     build_batch,
     decode_columns,
     decode_records,
+    filter_batch,
     pack_batch,
     read_header,
 )
@@ -98,6 +99,19 @@ def test_malformed_records_are_refused_like_decode_records_refuses_them(entry):
         decode_records(view)
     with pytest.raises(InvalidRecordError, match="malformed record"):
         decode_columns(view, read_header(view))
+
+
+@pytest.mark.parametrize("build", [build_batch, build_kafka_batch])
+def test_a_batch_the_cleaner_emptied_decodes_to_no_records(build):
+    """Compaction can leave a batch holding no record: the consumer moves past it."""
+    batch = build([Record(None, b"gone", 0), Record(None, b"gone too", 0)])
+    empty = filter_batch(batch, lambda offset, key, value: False, keep_empty=True)
+    view = memoryview(bytes(empty))
+    assert not any(decode_columns(view, read_header(view)))
+    kept = build_batch([Record(None, b"kept", 0)])
+    data, _, _ = assign_offsets(bytearray(bytes(empty) + kept), 0, 0)
+    got, next_offset, error = _decode(T0, bytes(data), 0)
+    assert (got.offsets, got.values, next_offset, error) == ([2], [b"kept"], 3, None)
 
 
 def test_a_consumer_batch_slices_extends_and_builds_records():
