@@ -220,21 +220,26 @@ class ConsumerBatch:
 
     def add_columns(self, columns: RecordColumns, leader_epoch: int) -> None:
         """Append one decoded record batch's records."""
-        self.offsets += columns.offsets
-        self.timestamps += columns.timestamps
-        self.keys += columns.keys
-        self.values += columns.values
-        self.headers += columns.headers
-        self.leader_epochs += [leader_epoch] * len(columns.offsets)
+        self._append(*columns, [leader_epoch] * len(columns.offsets))
 
     def extend(self, other: ConsumerBatch) -> None:
         """Append `other`'s records (the partition's next ones)."""
-        self.offsets += other.offsets
-        self.timestamps += other.timestamps
-        self.keys += other.keys
-        self.values += other.values
-        self.headers += other.headers
-        self.leader_epochs += other.leader_epochs
+        self._append(
+            other.offsets,
+            other.timestamps,
+            other.keys,
+            other.values,
+            other.headers,
+            other.leader_epochs,
+        )
+
+    def _append(self, offsets, timestamps, keys, values, headers, leader_epochs) -> None:
+        self.offsets += offsets
+        self.timestamps += timestamps
+        self.keys += keys
+        self.values += values
+        self.headers += headers
+        self.leader_epochs += leader_epochs
 
     def slice(self, start: int, stop: int) -> ConsumerBatch:
         """The records `start:stop` (a new batch; this one is left as it is)."""
