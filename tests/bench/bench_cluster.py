@@ -10,9 +10,10 @@
    ZooKeeper session timeout: that is when the controller learns of the death).
 3. Controlled shutdown: SIGTERM a broker that leads ~100 partitions; time until it
    exited, its leaderships moved away first.
-4. Consume from the beginning: the library (a consumer polling everything the produce
-   run wrote) and the CLI (`tributary consume` into /dev/null, next to a plain Python
-   loop printing the same lines: the CLI should be bound by printing, not fetching).
+4. Consume from the beginning: the library (a consumer reading everything the produce
+   run wrote, with `poll()` and with `poll_batches()`, each with the client's CPU time
+   per record) and the CLI (`tributary consume` into a pipe, next to a plain Python loop
+   printing the same lines: the CLI should be bound by printing, not fetching).
 5. End-to-end latency at 10,000 records/s, acks=all, RF 3 (`tributary perf e2e`).
 6. Broker memory with 1,000 more partitions (RF 3: every broker hosts them all): the
    largest broker RSS idle, and its peak while `tributary perf produce` writes to them.
@@ -23,6 +24,8 @@ The cluster lives in a temp dir and is stopped by pid at the end.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -141,23 +144,36 @@ async def failover_time(cluster: LocalCluster, bootstrap: str):
                 return time.monotonic() - killed_at, metadata, victim
 
 
-async def consume_all(bootstrap: str, topic: str, partitions: int, count: int):
-    """(records/s, MiB/s) of a consumer reading `count` records from the beginning."""
+async def consume_all(
+    bootstrap: str, topic: str, partitions: int, count: int, batches: bool = False
+) -> tuple[float, float, float]:
+    """(records/s, MiB/s, client CPU us/record) of a consumer reading `count` records from
+    the beginning with `poll()`, or with `poll_batches()` (columns, no record objects)."""
+
+    async def take(consumer) -> tuple[int, int]:  # (records, value bytes) of one call
+        if batches:
+            got = await consumer.poll_batches(1000)
+            return sum(map(len, got)), sum(sum(map(len, b.values)) for b in got)
+        records = await consumer.poll(1000)
+        return len(records), sum(len(r.value) for r in records)
+
     async with open_consumer(
         bootstrap, auto_offset_reset="earliest", max_poll_records=100_000
     ) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-        first = []
+        first = 0
         while not first:  # connections, offsets and the first fetch before the clock
-            first = await consumer.poll(1000)
+            first, _ = await take(consumer)
         seen = size = 0
         started = time.perf_counter()
-        while seen < count - len(first):
-            batch = await consumer.poll(1000)
-            seen += len(batch)
-            size += sum(len(r.value) for r in batch)
+        cpu_started = time.process_time()
+        while seen < count - first:
+            records, values = await take(consumer)
+            seen += records
+            size += values
         elapsed = time.perf_counter() - started
-    return seen / elapsed, size / elapsed / 2**20
+        cpu = time.process_time() - cpu_started
+    return seen / elapsed, size / elapsed / 2**20, cpu / seen * 1e6
 
 
 def cli(cluster: LocalCluster, *args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
@@ -168,49 +184,41 @@ def cli(cluster: LocalCluster, *args: str, stdout=subprocess.PIPE) -> subprocess
 
 
 def timed_cli_consume(cluster: LocalCluster, topic: str, count: int) -> float:
-    """records/s of `tributary consume --from-beginning` printing into /dev/null: the
-    time of a run printing `count` records minus one printing a single record, so the
-    interpreter's start-up and the first connections are left out."""
-
-    def run(records: int) -> float:
-        with open(os.devnull, "w") as sink:
-            started = time.perf_counter()
-            cli(
-                cluster,
-                "consume",
-                topic,
-                "--from-beginning",
-                "--max-messages",
-                str(records),
-                stdout=sink,
-            )
-            return time.perf_counter() - started
-
-    return (count - 1) / max(run(count) - run(1), 1e-6)
+    """records/s of `tributary consume --from-beginning --max-messages count` writing into
+    a pipe, timed from its first record to its exit (as the library rows: the start-up
+    and the first connections are left out; subtracting a one-record run's time instead
+    left a difference smaller than the start-up's jitter)."""
+    command = [sys.executable, "-m", "tools", "consume", topic, "--from-beginning"]
+    env = {**os.environ, "TRIBUTARY_CLUSTER_DIR": str(cluster.directory)}
+    return _piped_rate([*command, "--max-messages", str(count)], count, env)
 
 
 def print_loop_rate(count: int, value_bytes: int) -> float:
-    """records/s of a plain Python loop printing `count` lines of `value_bytes` into
-    /dev/null (in a child process, like the CLI): the printing bound."""
-    code = (
-        "import sys, time\n"
-        f"line = 'x' * {value_bytes}\n"
-        "started = time.perf_counter()\n"
-        f"for _ in range({count}):\n"
-        "    print(line)\n"
-        "sys.stdout.flush()\n"
-        "sys.stderr.write(str(time.perf_counter() - started))\n"
-    )
-    with open(os.devnull, "w") as sink:
-        result = subprocess.run(
-            [sys.executable, "-c", code],
-            stdout=sink,
-            stderr=subprocess.PIPE,
-            text=True,
-            check=True,
-            timeout=600,
-        )
-    return count / float(result.stderr.strip())
+    """records/s of a plain Python loop printing `count` lines of `value_bytes` (in a
+    child process, into a pipe, timed as the CLI is): the printing bound."""
+    code = f"line = 'x' * {value_bytes}\nfor _ in range({count}):\n    print(line)\n"
+    return _piped_rate([sys.executable, "-c", code], count, dict(os.environ))
+
+
+def _piped_rate(command: list[str], lines: int, env: dict) -> float:
+    """Lines/s a child writes to a pipe (read here in 1 MiB chunks and dropped), from its
+    first chunk to the end of its output; the lines of that first chunk are not counted."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    with contextlib.suppress(OSError):  # a 1 MiB pipe: fewer switches between the two
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    try:
+        first = os.read(fd, 1 << 20)
+        started = time.perf_counter()
+        while os.read(fd, 1 << 20):
+            pass
+        elapsed = time.perf_counter() - started
+    finally:
+        child.stdout.close()
+        if child.wait(timeout=600) != 0:
+            raise RuntimeError(f"{command[:4]} exited with {child.returncode}")
+    return (lines - first.count(b"\n")) / max(elapsed, 1e-6)
 
 
 def e2e_latency(cluster: LocalCluster) -> dict:
@@ -361,19 +369,18 @@ def main() -> None:
                 )
             )
 
-            records, mib = trio.run(consume_all, bootstrap, "rf1", 3, RECORDS)
-            print(
-                f"consume from the beginning (library): {records:,.0f} records/s, {mib:.1f} MiB/s"
-            )
-            report(
-                Row(
-                    "consume from the beginning, library", records, "records/s", target=">= 1000000"
+            for batches, call in ((False, "poll()"), (True, "poll_batches()")):
+                records, mib, cpu = trio.run(consume_all, bootstrap, "rf1", 3, RECORDS, batches)
+                print(
+                    f"consume from the beginning (library, {call}): {records:,.0f} records/s, "
+                    f"{mib:.1f} MiB/s, client CPU {cpu:.2f} us/record"
                 )
-            )
+                name = "consume from the beginning, library" + (f" {call}" if batches else "")
+                report(Row(name, records, "records/s", target=">= 1000000"))
             cli_rate = timed_cli_consume(cluster, "rf1", RECORDS)
             printing = print_loop_rate(RECORDS, len(VALUE))
             print(
-                f"consume from the beginning (CLI to /dev/null): {cli_rate:,.0f} records/s; "
+                f"consume from the beginning (CLI into a pipe): {cli_rate:,.0f} records/s; "
                 f"a Python loop printing the same lines: {printing:,.0f}/s"
             )
             report(

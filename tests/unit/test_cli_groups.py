@@ -27,7 +27,7 @@ import pytest
 import trio
 
 from client.connection import open_connection_pool
-from client.consumer import ConsumerRecord
+from client.consumer import ConsumerBatch
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
 from client.sync import SyncConsumer
@@ -277,18 +277,20 @@ def test_messages_for_deletion_and_refused_resets():
 # --- consume --group: what gets committed ---------------------------------------------------------
 
 
-def record(topic, partition, offset):
-    return ConsumerRecord(topic, partition, offset, 0, None, b"v", (), 0)
+def batch(topic, partition, *offsets):
+    printed = ConsumerBatch(topic, partition)
+    printed.offsets = list(offsets)
+    return printed
 
 
 def test_printed_offsets_commit_the_record_after_the_last_one_printed():
     offsets = PrintedOffsets()
-    offsets.printed([record("t", 0, 4), record("t", 0, 5), record("t", 1, 0)])
+    offsets.printed([batch("t", 0, 4, 5), batch("t", 1, 0)])
     assert offsets.pending() == {TP("t", 0): 6, TP("t", 1): 1}
     offsets.mark_committed({TP("t", 0): 6})
     assert offsets.pending() == {TP("t", 1): 1}
     assert offsets.pending([TP("t", 0)]) == {}
-    offsets.printed([record("t", 0, 6)])
+    offsets.printed([batch("t", 0, 6)])
     assert offsets.pending([TP("t", 0)]) == {TP("t", 0): 7}
     offsets.forget([TP("t", 0)])
     assert offsets.pending() == {TP("t", 1): 1}

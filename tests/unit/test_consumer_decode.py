@@ -1,4 +1,4 @@
-"""The consumer's one-pass decoder gives exactly the records the general decoder does:
+"""The consumer's columnar decoder gives exactly the records the general decoder does:
 offsets, timestamps (create and log-append time), keys, values, headers and epochs, from
 either payload format, starting at any position inside a batch."""
 
@@ -45,6 +45,7 @@ def test_one_pass_decoding_matches_the_general_decoder(
     )
     position = min(base + skip, last + 1)
     got, next_offset, error = _decode(TP, bytes(data), position)
+    got = got.records()
     expected = [
         ConsumerRecord(TP.topic, TP.partition, r.offset, r.timestamp, r.key, r.value,
                        r.headers, 7)

@@ -45,22 +45,22 @@ def test_decode_stops_before_a_damaged_batch_and_names_it():
     good = batches([b"a", b"b"], [b"c"], [b"d"])
     second = len(batches([b"a", b"b"]))
     damaged = flip(good, b"c", second)
-    records, next_offset, error = _decode(TP, damaged, 0, broker=3)
-    assert [r.value for r in records] == [b"a", b"b"]
+    batch, next_offset, error = _decode(TP, damaged, 0, broker=3)
+    assert batch.values == [b"a", b"b"]
     assert next_offset == 2
     assert isinstance(error, CorruptBatchError) and isinstance(error, CorruptRecordError)
     assert (error.topic, error.partition, error.first_offset, error.last_offset) == ("t", 0, 2, 2)
     assert error.broker == 3
     assert "t-0" in str(error) and "2..2" in str(error) and "broker 3" in str(error)
     # Without the check the damaged value would be decoded (the payload still parses).
-    records, _, error = _decode(TP, damaged, 0, check_crcs=False)
-    assert error is None and len(records) == 4 and records[2].value != b"c"
+    batch, _, error = _decode(TP, damaged, 0, check_crcs=False)
+    assert error is None and len(batch) == 4 and batch.values[2] != b"c"
 
 
 def test_batches_below_the_position_are_not_checked():
     damaged = flip(batches([b"a"], [b"b"]), b"a")
-    records, next_offset, error = _decode(TP, damaged, 1)
-    assert error is None and [r.value for r in records] == [b"b"] and next_offset == 2
+    batch, next_offset, error = _decode(TP, damaged, 1)
+    assert error is None and batch.values == [b"b"] and next_offset == 2
 
 
 def test_poll_raises_for_the_damaged_batch_never_its_value():
@@ -77,7 +77,7 @@ def test_poll_raises_for_the_damaged_batch_never_its_value():
     )
     assert consumer._apply_fetched(TP, state, 0, part, node=2)
     assert isinstance(state.error, CorruptBatchError) and state.error.broker == 2
-    assert state.buffer == []
+    assert not state.buffered
 
 
 def _follower(tmp_path, stats: ReplicaManagerStats) -> tuple[FollowerFetch, Partition]:
@@ -117,7 +117,7 @@ def test_cli_consume_prints_one_line_and_exits_1(monkeypatch, capsys):
         raise CorruptBatchError(TP, 5, 7, 1, "CRC mismatch")
 
     async def fake_run(args):
-        await consume._poll_or_fail(type("C", (), {"poll": failing_poll})(), 10)
+        await consume._poll_or_fail(type("C", (), {"poll_batches": failing_poll})(), 10)
 
     monkeypatch.setattr(consume, "run_async", lambda fn: __import__("trio").run(fake_run, None))
     code = cli.main(["consume", "t", "--bootstrap-server", "127.0.0.1:1"])

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 
 import trio
 
-from client.consumer import EARLIEST, LATEST, Consumer, ConsumerRecord, open_consumer
+from client.consumer import EARLIEST, LATEST, Consumer, ConsumerBatch, open_consumer
 from client.protocol.errors import TributaryError
 from client.protocol.records import CorruptRecordError
 from client.protocol.types import TopicPartition
@@ -152,7 +152,7 @@ def record_formatter(args: argparse.Namespace) -> RecordFormatter:
 
 class RecordWriter:
     """Writes rendered records to stdout's byte stream (text written before is flushed
-    first), so that raw bytes are never re-encoded."""
+    first), so that raw bytes are never re-encoded: a poll's batches in one write."""
 
     def __init__(self, formatter: RecordFormatter, out=None) -> None:
         self.formatter = formatter
@@ -160,8 +160,8 @@ class RecordWriter:
         self.text.flush()
         self.binary = getattr(self.text, "buffer", None)
 
-    def write(self, records: Iterable[ConsumerRecord]) -> None:
-        data = self.formatter.render_all(records)
+    def write(self, batches: Iterable[ConsumerBatch]) -> None:
+        data = self.formatter.render_batches(batches)
         if self.binary is not None:
             self.binary.write(data)
         else:
@@ -183,8 +183,9 @@ def _consume(args: argparse.Namespace) -> int:
         nonlocal count
         reset = start if isinstance(start, str) else LATEST
         options = client_options(args)
-        # Polls of up to 5,000 records: one write and flush each (poll returns what is
-        # there, so a record typed into a producer still shows at once).
+        # Polls of up to 5,000 records, taken as columns (poll_batches): one write and
+        # flush each (a poll returns what is there, so a record typed into a producer
+        # still shows at once).
         async with open_consumer(
             bootstrap, auto_offset_reset=reset, max_poll_records=5_000, **options
         ) as consumer:
@@ -207,14 +208,14 @@ def _consume(args: argparse.Namespace) -> int:
                 left = last_record_at + idle_s - trio.current_time()
                 if left <= 0:
                     break
-                records = await _poll_or_fail(consumer, min(left, 1.0) * 1000)
-                if not records:
+                batches = await _poll_or_fail(consumer, min(left, 1.0) * 1000)
+                if not batches:
                     continue
                 last_record_at = trio.current_time()
                 if args.max_messages is not None:
-                    records = records[: args.max_messages - count]
-                out.write(records)
-                count += len(records)
+                    batches = first_records(batches, args.max_messages - count)
+                out.write(batches)
+                count += sum(map(len, batches))
                 out.flush()
 
     try:
@@ -240,10 +241,10 @@ class PrintedOffsets:
         self.next: dict[TopicPartition, int] = {}
         self.committed: dict[TopicPartition, int] = {}
 
-    def printed(self, records: Iterable[ConsumerRecord]) -> None:
-        for r in records:
-            tp = TopicPartition(r.topic, r.partition)
-            self.next[tp] = max(self.next.get(tp, 0), r.offset + 1)
+    def printed(self, batches: Iterable[ConsumerBatch]) -> None:
+        for batch in batches:
+            tp = batch.topic_partition
+            self.next[tp] = max(self.next.get(tp, 0), batch.offsets[-1] + 1)
 
     def pending(self, partitions: Iterable[TopicPartition] | None = None) -> dict:
         wanted = None if partitions is None else set(partitions)
@@ -375,26 +376,38 @@ async def _group_loop(args, consumer, offsets: PrintedOffsets, commit, run: _Run
         left = last_record_at + idle_s - trio.current_time()
         if left <= 0:
             break
-        records = await _poll_or_fail(consumer, min(left, interval_s, 1.0) * 1000)
-        if not records:
+        batches = await _poll_or_fail(consumer, min(left, interval_s, 1.0) * 1000)
+        if not batches:
             continue
         last_record_at = trio.current_time()
         if args.max_messages is not None:
-            records = records[: args.max_messages - run.count]
+            batches = first_records(batches, args.max_messages - run.count)
         try:
-            out.write(records)
+            out.write(batches)
             out.flush()
         except BrokenPipeError:  # the reader went away: what it got is not known
             run.pipe_closed = True
             return
-        offsets.printed(records)
-        run.count += len(records)
+        offsets.printed(batches)
+        run.count += sum(map(len, batches))
 
 
-async def _poll_or_fail(consumer: Consumer, timeout_ms: float) -> list[ConsumerRecord]:
-    """`consumer.poll`, with a damaged batch turned into the command's one-line error."""
+def first_records(batches: list[ConsumerBatch], count: int) -> list[ConsumerBatch]:
+    """The first `count` records of `batches` (in the order a poll handed them out)."""
+    out = []
+    for batch in batches:
+        if count <= 0:
+            break
+        out.append(batch if len(batch) <= count else batch.slice(0, count))
+        count -= len(batch)
+    return out
+
+
+async def _poll_or_fail(consumer: Consumer, timeout_ms: float) -> list[ConsumerBatch]:
+    """`consumer.poll_batches`, with a damaged batch turned into the command's one-line
+    error."""
     try:
-        return await consumer.poll(timeout_ms)
+        return await consumer.poll_batches(timeout_ms)
     except CorruptRecordError as exc:
         sys.stdout.flush()
         raise CliError(str(exc)) from None

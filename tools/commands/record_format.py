@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 from tools.errors import CliError
@@ -86,23 +87,49 @@ class RecordFormatter:
         self.headers_separator = props["headers.separator"].encode()
         self.null = props["null.literal"].encode()
 
+    @property
+    def values_only(self) -> bool:
+        """The default layout: each value and the line separator, nothing else."""
+        return self.flags == {"value"} and self.format in ("text", "raw")
+
     def render_all(self, records: Iterable[Any]) -> bytes:
         """Every record rendered, concatenated. The default layout (values only, text or
-        raw) takes a fast path: one join, and text values decoded only when not ASCII."""
-        if self.flags != {"value"} or self.format not in ("text", "raw"):
+        raw) takes a fast path: see `render_values`."""
+        if not self.values_only:
             return b"".join(map(self.render, records))
-        null = self.null
-        if self.format == "raw":
-            values = [null if (v := r.value) is None else v for r in records]
-        else:
-            values = [
-                null if (v := r.value) is None else v if v.isascii() else self._bytes(v, True)
-                for r in records
-            ]
+        return self.render_values([r.value for r in records])
+
+    def render_batches(self, batches: Iterable[Any]) -> bytes:
+        """The records of these `ConsumerBatch`es rendered, concatenated: the same bytes
+        as `render_all` of their records; the default layout straight from the value
+        columns, without a record object."""
+        if not self.values_only:
+            return self.render_all(chain.from_iterable(b.records() for b in batches))
+        return self.render_values(list(chain.from_iterable(b.values for b in batches)))
+
+    def render_values(self, values: list[bytes | None]) -> bytes:
+        """The default layout (values only): each value and the line separator. One
+        join of the values as they are when none is null and (text) all is ASCII, the
+        common case; otherwise nulls are written as `null.literal` and a text value
+        that is not ASCII is decoded, each on its own."""
         if not values:
             return b""
         separator = self.line_separator
-        return separator.join(values) + separator
+        try:
+            joined = separator.join(values)
+        except TypeError:  # a null value
+            joined = None
+        if joined is None or not (self.format == "raw" or joined.isascii()):
+            null = self.null
+            if self.format == "raw":
+                values = [null if v is None else v for v in values]
+            else:
+                values = [
+                    null if v is None else v if v.isascii() else self._bytes(v, True)
+                    for v in values
+                ]
+            joined = separator.join(values)
+        return joined + separator
 
     def render(self, record: Any) -> bytes:
         if self.format in ("json", "base64"):
