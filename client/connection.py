@@ -72,9 +72,11 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_HANDSHAKE_TIMEOUT_S = 3.0
 # Bytes of a peer's first answer kept to recognise a server that is not a broker.
 FIRST_BYTES_KEPT = 64
-# Bytes asked of the socket per read: big enough that a 1 MiB fetch response takes few
-# reads, small enough to stay below malloc's mmap threshold for the read buffer.
+# Bytes asked of the socket per read: small enough to stay below malloc's default mmap
+# threshold for the read buffer; while a big response is coming, up to the rest of it
+# (at most LARGE_RECEIVE_BYTES), so a 1 MiB fetch response takes one or two reads.
 RECEIVE_CHUNK_BYTES = 64 * 1024
+LARGE_RECEIVE_BYTES = 1024 * 1024
 
 # Opens a byte stream to (host, port); raises OSError when nobody is there.
 Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]
@@ -307,7 +309,9 @@ class BrokerConnection:
         with self._reader_scope:
             try:
                 while True:
-                    data = await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
+                    missing = self._protocol.missing_bytes()
+                    size = min(max(missing, RECEIVE_CHUNK_BYTES), LARGE_RECEIVE_BYTES)
+                    data = await self._stream.receive_some(size)
                     if not data:
                         if not self._answered and self._first_bytes:
                             self._mark_foreign()

@@ -18,7 +18,8 @@ purgatory callback fills in later (a waiting fetch, an acks=all produce), or
 a `Reply` whose value is `f` of another's (the Kafka translation of a native answer). The reader
 puts each of these into a bounded channel; a writer task awaits them one by one and
 writes the responses, so they leave in request order while later requests are already
-being processed (pipelining). The channel's size bounds the requests read ahead per
+being processed (pipelining). A response encoded as `FrameParts` (a Fetch response with
+big record batches) is written part by part, the batches as they were read from the log. The channel's size bounds the requests read ahead per
 connection: a client that sends faster than we answer is slowed down (backpressure).
 
 Bounds: with a `MemoryPool` (`queued.max.request.bytes`, Kafka's KIP-72; a broker gives
@@ -57,6 +58,7 @@ from client.connection import tcp_connector
 from client.protocol.codec import RequestHeader
 from client.protocol.connection import ServerConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError
+from client.protocol.framing import FrameParts
 from server_common.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
@@ -182,7 +184,7 @@ class WireConnection(Protocol):
 
     def next_request(self) -> Any: ...
 
-    def encode_response(self, header: Any, response: Any) -> bytes: ...
+    def encode_response(self, header: Any, response: Any) -> bytes | FrameParts: ...
 
     def encode_error(self, header: Any, code: ErrorCode | int, message: str) -> bytes: ...
 
@@ -190,7 +192,7 @@ class WireConnection(Protocol):
 class NativeWire(ServerConnection):
     """The native msgpack protocol's `ServerConnection` as a `WireConnection`."""
 
-    def encode_response(self, header: RequestHeader, response: Any) -> bytes:
+    def encode_response(self, header: RequestHeader, response: Any) -> bytes | FrameParts:
         return self.send_response(header.correlation_id, response)
 
     def encode_error(self, header: RequestHeader, code: ErrorCode | int, message: str) -> bytes:
@@ -347,13 +349,18 @@ async def serve_connection(
                         outcome = await outcome.wait()
                     payload = _encode(protocol, header, outcome)
                 try:
-                    await stream.send_all(payload)
+                    if type(payload) is FrameParts:
+                        for part in payload:  # big record batches as read, not copied
+                            await stream.send_all(part)
+                    else:
+                        await stream.send_all(payload)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
                 activity.outstanding -= 1
                 activity.last = trio.current_time()
                 if observe is not None and header is not None:
-                    observe(header.api_key, time.perf_counter() - started, 0, len(payload))
+                    sent = payload.nbytes if type(payload) is FrameParts else len(payload)
+                    observe(header.api_key, time.perf_counter() - started, 0, sent)
 
     try:
         async with trio.open_nursery() as nursery:
@@ -421,7 +428,7 @@ def is_error_answer(outcome: Any) -> bool:
     return isinstance(outcome, _ErrorAnswer)
 
 
-def _encode(protocol: WireConnection, header: Any, outcome: Any) -> bytes:
+def _encode(protocol: WireConnection, header: Any, outcome: Any) -> bytes | FrameParts:
     if isinstance(outcome, _ErrorAnswer):
         return protocol.encode_error(header, outcome.code, outcome.message)
     try:

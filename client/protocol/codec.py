@@ -6,7 +6,10 @@ How it works:
   `[correlation_id, error_code, error_message, body]`; `body` is the message's map (see
   schema.py), nil in a response that carries a request-level error.
 - Encoding is one `msgpack.packb` call with `schema.msgpack_default` as the hook, then
-  the length prefix (framing.py).
+  the length prefix (framing.py). A Fetch response carrying at least
+  `GATHER_MIN_BYTES` of records is encoded by `encode_fetch_response` as `FrameParts`
+  instead: the same msgpack, packed around the record batches, which are sent as the
+  bytes read from the log (no copy into the frame).
 - Decoding reads the envelope first, then the body with the classes the registry names
   for (api_key, api_version). Failures say whose fault and what to do, as `ProtocolError`
   subclasses: an unreadable envelope is `CorruptMessageError` (close the connection);
@@ -29,14 +32,20 @@ from client.protocol.api import ApiKey, ApiRegistry
 from client.protocol.errors import (
     CorruptMessageError,
     ErrorCode,
+    FrameTooLargeError,
     InvalidRequestError,
     InvalidResponseError,
     SchemaError,
     TributaryError,
     UnsupportedApiError,
 )
-from client.protocol.framing import encode_frame
-from client.protocol.messages import REGISTRY, ProduceRequest
+from client.protocol.framing import (
+    LENGTH_PREFIX,
+    MAX_ENCODABLE_FRAME_BYTES,
+    FrameParts,
+    encode_frame,
+)
+from client.protocol.messages import REGISTRY, FetchResponse, ProduceRequest
 from client.protocol.schema import decode_struct, msgpack_default
 
 # Most items one msgpack array or map may declare. An item costs at least one byte on the
@@ -172,6 +181,90 @@ def encode_response(
         default=msgpack_default,
     )
     return encode_frame(payload)
+
+
+# Fetch responses with at least this many bytes of records are sent as FrameParts; below
+# it one contiguous frame is cheaper than a few more send calls.
+GATHER_MIN_BYTES = 64 * 1024
+_PACKER = msgpack.Packer()  # packs scalars and headers (autoreset: each call returns bytes)
+
+
+def encode_fetch_response(correlation_id: int, response: FetchResponse) -> bytes | FrameParts:
+    """`encode_response` for a Fetch response: the same msgpack, but with big record
+    batches as parts of their own (see `FrameParts`)."""
+    records_bytes = 0
+    for topic in response.topics:
+        for partition in topic.partitions:
+            records_bytes += len(partition.records)
+    if records_bytes < GATHER_MIN_BYTES:
+        return encode_response(correlation_id, response)
+    writer = _GatherWriter()
+    pack = _PACKER.pack
+    writer.raw(_PACKER.pack_array_header(4) + pack(correlation_id) + pack(0) + pack(None))
+    body = type(response).__wire_encode__(response)
+    writer.raw(_PACKER.pack_map_header(len(body)))
+    for key, value in body.items():
+        writer.raw(pack(key))
+        if key != "topics":
+            writer.raw(msgpack.packb(value, default=msgpack_default))
+            continue
+        writer.raw(_PACKER.pack_array_header(len(value)))
+        for topic in value:
+            topic_map = type(topic).__wire_encode__(topic)
+            writer.raw(_PACKER.pack_map_header(len(topic_map)))
+            for topic_key, topic_value in topic_map.items():
+                writer.raw(pack(topic_key))
+                if topic_key != "partitions":
+                    writer.raw(pack(topic_value))
+                    continue
+                writer.raw(_PACKER.pack_array_header(len(topic_value)))
+                for partition in topic_value:
+                    writer.partition(type(partition).__wire_encode__(partition))
+    return writer.frame()
+
+
+def _bin_header(size: int) -> bytes:
+    """msgpack's bin 8/16/32 header for `size` bytes (as packb writes it)."""
+    if size < 1 << 8:
+        return b"\xc4" + size.to_bytes(1, "big")
+    if size < 1 << 16:
+        return b"\xc5" + size.to_bytes(2, "big")
+    return b"\xc6" + size.to_bytes(4, "big")
+
+
+class _GatherWriter:
+    """Collects a frame body as small packed pieces (joined) and big records (kept)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | bytearray] = []
+        self.pending = bytearray()
+
+    def raw(self, data: bytes) -> None:
+        self.pending += data
+
+    def partition(self, fields: dict[str, Any]) -> None:
+        records = fields["records"]
+        if len(records) < GATHER_MIN_BYTES:
+            self.pending += msgpack.packb(fields)
+            return
+        self.pending += _PACKER.pack_map_header(len(fields))
+        for key, value in fields.items():
+            self.pending += _PACKER.pack(key)
+            if key == "records":
+                self.pending += _bin_header(len(records))
+                self.parts.append(self.pending)
+                self.parts.append(records)
+                self.pending = bytearray()
+            else:
+                self.pending += _PACKER.pack(value)
+
+    def frame(self) -> FrameParts:
+        if self.pending:
+            self.parts.append(self.pending)
+        size = sum(len(part) for part in self.parts)
+        if size > MAX_ENCODABLE_FRAME_BYTES:
+            raise FrameTooLargeError(size, MAX_ENCODABLE_FRAME_BYTES)
+        return FrameParts([LENGTH_PREFIX.pack(size), *self.parts])
 
 
 def read_response_envelope(frame_body: bytes) -> ResponseEnvelope:

@@ -31,6 +31,7 @@ from client.protocol.codec import (
     RequestHeader,
     decode_request,
     decode_response_or_error,
+    encode_fetch_response,
     encode_request,
     encode_response,
     expects_response,
@@ -43,8 +44,8 @@ from client.protocol.errors import (
     ProtocolError,
     TributaryError,
 )
-from client.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
-from client.protocol.messages import REGISTRY
+from client.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameParts
+from client.protocol.messages import REGISTRY, FetchResponse
 
 
 class ReceivedRequest(NamedTuple):
@@ -86,7 +87,7 @@ class ServerConnection:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         registry: ApiRegistry = REGISTRY,
     ) -> None:
-        self._frames = FrameDecoder(max_frame_bytes)
+        self._frames = FrameDecoder(max_frame_bytes, assemble_large=True)
         self._registry = registry
         self._broken: ProtocolError | None = None
         self._peer_closed = False
@@ -131,8 +132,11 @@ class ServerConnection:
             raise
         return ReceivedRequest(header, request)
 
-    def send_response(self, correlation_id: int, response: Any) -> bytes:
-        """The bytes answering `correlation_id` with `response`."""
+    def send_response(self, correlation_id: int, response: Any) -> bytes | FrameParts:
+        """The bytes answering `correlation_id` with `response` (a Fetch response with big
+        record batches as `FrameParts`, to be sent in order)."""
+        if type(response) is FetchResponse:
+            return encode_fetch_response(correlation_id, response)
         return encode_response(correlation_id, response)
 
     def send_error(
@@ -163,7 +167,7 @@ class ClientConnection:
         if not 0 <= first_correlation_id <= INT32_MAX:
             raise ValueError("first_correlation_id must be a non-negative int32")
         self.client_id = client_id
-        self._frames = FrameDecoder(max_frame_bytes)
+        self._frames = FrameDecoder(max_frame_bytes, assemble_large=True)
         self._registry = registry
         self._next_correlation_id = first_correlation_id
         self._in_flight: collections.deque[_InFlight] = collections.deque()
@@ -196,6 +200,12 @@ class ClientConnection:
 
     def receive_data(self, data: bytes) -> None:
         self._frames.feed(data)
+
+    def missing_bytes(self) -> int:
+        """Bytes still to come of a response whose length is in (0 if none is): how much
+        the reader may ask of the socket at once."""
+        progress = self._frames.incomplete_frame()
+        return 0 if progress is None else progress[0] - progress[1]
 
     def next_response(self) -> tuple[int, Any | TributaryError] | None:
         """(correlation id, response or request-level `TributaryError`), or None until more data.

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hypothesis.strategies as st
 import msgpack
 import pytest
+from hypothesis import given, settings
 
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.codec import (
+    GATHER_MIN_BYTES,
     RequestHeader,
     decode_request,
     decode_response,
+    encode_fetch_response,
     encode_request,
     encode_response,
     expects_response,
@@ -25,7 +29,7 @@ from client.protocol.errors import (
     TributaryError,
     UnsupportedApiError,
 )
-from client.protocol.framing import PREFIX_BYTES
+from client.protocol.framing import PREFIX_BYTES, FrameParts
 from client.protocol.schema import to_plain
 
 
@@ -240,3 +244,43 @@ def test_only_acks_0_produce_goes_unanswered():
     assert not expects_response(produce)
     assert expects_response(m.ProduceRequest(acks=1, timeout_ms=1, topics=[]))
     assert expects_response(m.MetadataRequest(topics=None))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(
+        st.lists(
+            st.sampled_from([0, 7, GATHER_MIN_BYTES - 1, GATHER_MIN_BYTES, 300_000]), max_size=4
+        ),
+        max_size=3,
+    )
+)
+def test_a_gathered_fetch_response_is_the_same_frame(sizes):
+    """Big record batches sent as parts of their own: the joined parts are exactly the
+    frame `encode_response` builds, whatever the mix of partition sizes."""
+    response = m.FetchResponse(
+        throttle_time_ms=3,
+        error_code=0,
+        topics=[
+            m.FetchResponseTopic(
+                topic=f"topic-{t}",
+                partitions=[
+                    m.FetchResponsePartition(
+                        partition=p,
+                        error_code=0,
+                        high_watermark=10 * p,
+                        last_stable_offset=10 * p,
+                        log_start_offset=p,
+                        records=bytes([p % 256]) * size,
+                    )
+                    for p, size in enumerate(topic_sizes)
+                ],
+            )
+            for t, topic_sizes in enumerate(sizes)
+        ],
+    )
+    frame = encode_fetch_response(41, response)
+    joined = b"".join(frame) if isinstance(frame, FrameParts) else frame
+    assert joined == encode_response(41, response)
+    total = sum(size for topic_sizes in sizes for size in topic_sizes)
+    assert isinstance(frame, FrameParts) == (total >= GATHER_MIN_BYTES)
