@@ -15,6 +15,8 @@ from broker.core.log import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from broker.core.log.checkpoint import LeaderEpochCheckpointFile
+from broker.core.log.log import LEADER_EPOCH_CHECKPOINT
 from client.protocol.records import (
     Codec,
     Record,
@@ -390,6 +392,22 @@ def test_a_pending_flush_survives_the_log_closing_under_it(tmp_path):
     log.close()
     pending.run()  # duplicated descriptors: still valid, then closed
     log.finish_flush(pending, synced=True)
+
+
+def test_a_new_epoch_is_checkpointed_at_once_and_synced_with_the_next_flush(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 1, epoch=3)
+    checkpoint = LeaderEpochCheckpointFile(log.directory / LEADER_EPOCH_CHECKPOINT)
+    assert checkpoint.read() == [(3, 0)]  # on disk already (its fsync waits for a flush)
+    failed = log.prepare_flush()
+    assert failed.epoch_checkpoint
+    failed.run()
+    log.finish_flush(failed, synced=False)
+    retried = log.prepare_flush()
+    assert retried.epoch_checkpoint  # handed out again after a failed sync
+    retried.run()
+    log.finish_flush(retried, synced=True)
+    assert log.prepare_flush() is None  # data and checkpoint both synced
 
 
 def test_closed_log_refuses_work(tmp_path):

@@ -38,8 +38,9 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str | os.PathLike[str], text: str) -> None:
-    """Replace `path` by `text`: temp file, fsync, rename, fsync the directory."""
+def write_atomically(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
+    """Replace `path` by `text`: temp file, fsync, rename, fsync the directory (without
+    the fsyncs when not `durable`: the caller syncs the file and directory later)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     data = text.encode("utf-8")
@@ -49,11 +50,13 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def _parse_entries(path: Path, parse_line: Callable[[list[str]], _T]) -> list[_T]:
@@ -135,13 +138,35 @@ class OffsetCheckpointFile:
 
 
 class LeaderEpochCheckpointFile:
-    """A partition's `leader-epoch-checkpoint`: (epoch, start offset) pairs."""
+    """A partition's `leader-epoch-checkpoint`: (epoch, start offset) pairs.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    With `sync_later` a write replaces the file atomically but without fsyncs (a new
+    epoch's first append must not wait for the disk), and `take_unsynced_descriptor`
+    hands the owner a descriptor to fsync, with the directory, when it next flushes the
+    log. That is soon enough: after a crash, entries for offsets past the recovery point
+    are rebuilt from the recovered batches, and a torn file from the log itself."""
+
+    def __init__(self, path: str | os.PathLike[str], *, sync_later: bool = False) -> None:
         self.path = Path(path)
+        self._sync_later = sync_later
+        self._unsynced = False
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        write_atomically(self.path, _render([f"{epoch} {offset}" for epoch, offset in entries]))
+        text = _render([f"{epoch} {offset}" for epoch, offset in entries])
+        write_atomically(self.path, text, durable=not self._sync_later)
+        self._unsynced = self._sync_later
+
+    def take_unsynced_descriptor(self) -> int | None:
+        """A read-only descriptor of the file if a write has not been synced yet (then it
+        counts as synced: the caller fsyncs and closes it, and the directory), else None."""
+        if not self._unsynced:
+            return None
+        self._unsynced = False
+        return os.open(self.path, os.O_RDONLY)
+
+    def mark_unsynced(self) -> None:
+        """A sync of a taken descriptor failed: hand it out again next time."""
+        self._unsynced = True
 
     def read(self) -> list[tuple[int, int]]:
         """The checkpointed entries; [] if the file is missing; CheckpointError if bad."""

@@ -7,7 +7,8 @@ epoch; a follower adds one when it copies the first batch stamped with a new epo
 this replica sees it, so that a new follower truncates to the point where its log and the
 leader's agree (rather than to its high watermark). Truncating the log from the end or
 the start truncates the cache to match. Every change is persisted at once to
-`leader-epoch-checkpoint` (atomically) when the cache has a checkpoint file.
+`leader-epoch-checkpoint` (atomically) when the cache has a checkpoint file; a log's
+checkpoint is fsynced with the log's next flush (`take_unsynced_checkpoint`).
 """
 
 from __future__ import annotations
@@ -166,6 +167,16 @@ class LeaderEpochCache:
         self._epochs.append(entry.epoch)
         self._offsets.append(entry.start_offset)
         return True
+
+    def take_unsynced_checkpoint(self) -> int | None:
+        """A descriptor of the checkpoint file to fsync if it was written without (see
+        `LeaderEpochCheckpointFile`), else None; the caller closes it."""
+        return None if self._checkpoint is None else self._checkpoint.take_unsynced_descriptor()
+
+    def checkpoint_unsynced(self) -> None:
+        """The fsync of a taken descriptor failed."""
+        if self._checkpoint is not None:
+            self._checkpoint.mark_unsynced()
 
     def _persist(self) -> None:
         if self._checkpoint is not None:

@@ -132,16 +132,23 @@ class PendingFlush:
     on duplicated descriptors, which it closes, then the directory if a file was added
     or removed in it; `Log.finish_flush` records the result on the event loop."""
 
-    __slots__ = ("log", "upto", "descriptors", "directory", "truncations")
+    __slots__ = ("log", "upto", "descriptors", "directory", "truncations", "epoch_checkpoint")
 
     def __init__(
-        self, log: Log, upto: int, descriptors: list[int], directory: Path | None, truncations: int
+        self,
+        log: Log,
+        upto: int,
+        descriptors: list[int],
+        directory: Path | None,
+        truncations: int,
+        epoch_checkpoint: bool = False,
     ) -> None:
         self.log = log
         self.upto = upto
         self.descriptors = descriptors
         self.directory = directory
         self.truncations = truncations
+        self.epoch_checkpoint = epoch_checkpoint  # the leader-epoch checkpoint is among them
 
     def run(self) -> None:
         try:
@@ -222,7 +229,8 @@ class Log:
         self._truncations = 0  # bumped by every truncation (see finish_flush)
         self._closed = False
         self._epoch_cache = LeaderEpochCache(
-            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), name=str(self._tp)
+            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT, sync_later=True),
+            name=str(self._tp),
         )
         self._producer_state = ProducerStateManager()
 
@@ -337,7 +345,7 @@ class Log:
 
     def _load_epoch_cache(self) -> bool:
         """Load leader-epoch-checkpoint; True when it was unreadable (rebuild it)."""
-        checkpoint = LeaderEpochCheckpointFile(self._dir / LEADER_EPOCH_CHECKPOINT)
+        checkpoint = LeaderEpochCheckpointFile(self._dir / LEADER_EPOCH_CHECKPOINT, sync_later=True)
         try:
             entries = checkpoint.read()
         except CheckpointError as exc:
@@ -1100,23 +1108,32 @@ class Log:
         upto = leo if upto is None else min(upto, leo)
         if now_ms is not None:
             self._last_flush_ms = now_ms
-        if upto <= self._recovery_point:
-            return None
-        first = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+        epochs = self._epoch_cache.take_unsynced_checkpoint()
         descriptors: list[int] = []
-        for segment in self._segments[first:]:
-            if segment.base_offset >= upto and segment is not self._segments[first]:
-                break
-            descriptors.extend(segment.descriptors_to_flush())
+        if upto > self._recovery_point:
+            first = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+            for segment in self._segments[first:]:
+                if segment.base_offset >= upto and segment is not self._segments[first]:
+                    break
+                descriptors.extend(segment.descriptors_to_flush())
+        elif epochs is None:
+            return None
+        if epochs is not None:
+            descriptors.append(epochs)
+            self._dir_dirty = True  # the checkpoint was renamed into place
         directory = self._dir if self._dir_dirty else None
         self._dir_dirty = False
-        return PendingFlush(self, upto, descriptors, directory, self._truncations)
+        return PendingFlush(
+            self, upto, descriptors, directory, self._truncations, epochs is not None
+        )
 
     def finish_flush(self, pending: PendingFlush, *, synced: bool) -> None:
         """Record a `PendingFlush` that ran: the recovery point moves to its end, unless it
         failed, or the log was truncated or closed meanwhile (its offsets may be new)."""
         if not synced:
             self._dir_dirty = self._dir_dirty or pending.directory is not None
+            if pending.epoch_checkpoint:
+                self._epoch_cache.checkpoint_unsynced()
             return
         if self._closed or pending.truncations != self._truncations:
             return
