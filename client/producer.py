@@ -90,6 +90,7 @@ from client.protocol.records import (
 )
 from client.protocol.types import TopicPartition
 from client.record_columns import (
+    NO_HEADERS,
     Headers,
     RecordColumns,
     header_list,
@@ -781,6 +782,9 @@ class Producer:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self._next_sequence: dict[TopicPartition, int] = {}
+        # Each topic's TopicPartitions, made once (making one per record costs more than
+        # the rest of finding its batch).
+        self._topic_partitions: dict[str, list[TopicPartition]] = {}
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -845,12 +849,12 @@ class Producer:
         self._check_open()
         key_bytes = key if key is None or type(key) is bytes else to_bytes(key)
         value_bytes = value if value is None or type(value) is bytes else to_bytes(value)
-        header_pairs, headers_size = header_list(headers)
+        header_pairs, headers_size = header_list(headers) if headers else (NO_HEADERS, 0)
         size = record_size(key_bytes, value_bytes, headers_size)
         self._check_record_size(size)
         num_partitions = await self._admit(topic, partition, size)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = time.time_ns() // 1_000_000
         return self._append(
             topic,
             num_partitions,
@@ -888,7 +892,7 @@ class Producer:
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = time.time_ns() // 1_000_000
         columns = RecordColumns.prepare(values, keys, headers, timestamp_ms)
         handles = DeliveryHandles()
         if not len(columns):
@@ -942,25 +946,29 @@ class Producer:
         return self.partitioner.partition(topic, None, num_partitions, available)
 
     def _batch_for(
-        self, tp: TopicPartition, size: int, num_partitions: int, sticky: bool
+        self, topic: str, partition: int, size: int, num_partitions: int, sticky: bool
     ) -> ProducerBatch:
-        """The batch a record of `size` bytes for `tp` goes into: the open one if it has
-        room; else (KIP-480) a keyless record without an explicit partition first moves
-        the topic's sticky partition on (and may fit in the batch open there); else a new
-        batch, which wakes the sender."""
+        """The batch a record of `size` bytes for `partition` goes into: the open one if
+        it has room; else (KIP-480) a keyless record without an explicit partition first
+        moves the topic's sticky partition on (and may fit in the batch open there); else
+        a new batch, which wakes the sender."""
         acc = self.accumulator
-        batch = acc.open_batch(tp, size)
+        tps = self._topic_partitions.get(topic)
+        if tps is None or len(tps) < num_partitions:
+            tps = self._topic_partitions[topic] = [
+                TopicPartition(topic, p) for p in range(num_partitions)
+            ]
+        batch = acc.open_batch(tps[partition], size)
         if batch is not None:
             return batch
         if sticky:
-            available = self.metadata.cluster.available_partitions(tp.topic)
-            moved = self.partitioner.on_new_batch(tp.topic, tp.partition, num_partitions, available)
-            tp = TopicPartition(tp.topic, moved)
-            batch = acc.open_batch(tp, size)
+            available = self.metadata.cluster.available_partitions(topic)
+            partition = self.partitioner.on_new_batch(topic, partition, num_partitions, available)
+            batch = acc.open_batch(tps[partition], size)
             if batch is not None:
                 return batch
         self._wakeup.set()
-        return acc.new_batch(tp, _now_ms())
+        return acc.new_batch(tps[partition], _now_ms())
 
     def _append(
         self,
@@ -977,7 +985,7 @@ class Producer:
         sticky = partition is None and key is None
         if partition is None:
             partition = self._partition(topic, num_partitions, key)
-        batch = self._batch_for(TopicPartition(topic, partition), size, num_partitions, sticky)
+        batch = self._batch_for(topic, partition, size, num_partitions, sticky)
         handle = self.accumulator.append(batch, key, value, timestamp_ms, headers, size)
         if batch.size >= self.accumulator.config.batch_size:
             self._wakeup.set()
@@ -1018,7 +1026,7 @@ class Producer:
             if acc.used_bytes + size > self.buffer_memory:
                 await self._wait_for_memory(size)
             chosen = self._partition(topic, num_partitions, None) if sticky else partition
-            batch = self._batch_for(TopicPartition(topic, chosen), size, num_partitions, sticky)
+            batch = self._batch_for(topic, chosen, size, num_partitions, sticky)
             limit = min(batch_size - batch.size, self.buffer_memory - acc.used_bytes)
             stop = start + max(1, columns.fit(start, limit))
             handles._add(batch, acc.extend(batch, columns, start, stop), stop - start)
