@@ -359,7 +359,8 @@ class DeliveryHandles(Sequence[DeliveryHandle]):
 
     `await handles` (or `wait()`) waits for every record and gives their `RecordMetadata`
     in order, raising the first failure; `done()` says whether every record has its
-    outcome. Inside, the records are runs: (batch, index of the first in it, count).
+    outcome; `runs()` groups them by batch. Inside, the records are runs: (batch, index
+    of the first in it, count).
     """
 
     __slots__ = ("_runs", "_starts", "_count")
@@ -402,6 +403,13 @@ class DeliveryHandles(Sequence[DeliveryHandle]):
 
     def done(self) -> bool:
         return all(batch.state is BatchState.DONE for batch, _, _ in self._runs)
+
+    def runs(self) -> list[tuple[DeliveryHandle, int]]:
+        """The records as they travel: for each run of consecutive records in one batch
+        (they succeed or fail together, at consecutive offsets), the handle of its first
+        record and its length. Waiting per run instead of per record costs no object per
+        record."""
+        return [(DeliveryHandle(batch, first), count) for batch, first, count in self._runs]
 
     async def wait(self) -> list[RecordMetadata]:
         for batch, _, _ in self._runs:

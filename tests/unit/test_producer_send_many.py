@@ -181,6 +181,17 @@ async def test_the_handles_are_a_sequence_of_delivery_handles(autojump_clock):
     assert [h.result() for h in handles[3:9:2]] == metadata[3:9:2]
     with pytest.raises(IndexError):
         handles[20]
+    # Grouped by batch (8 records of 116 bytes fill 1000): each run's first handle and
+    # length, the run at consecutive offsets of one partition.
+    runs = handles.runs()
+    assert [count for _, count in runs] == [8, 8, 4]
+    position = 0
+    for first, count in runs:
+        assert first.result() == metadata[position]
+        assert {md.partition for md in metadata[position : position + count]} == {
+            first.result().partition
+        }
+        position += count
 
 
 # --- buffer memory, errors and closing ---------------------------------------------------
