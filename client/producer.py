@@ -5,6 +5,17 @@ How it works (Kafka 2.8's KafkaProducer, on Trio):
   reserves buffer memory (waiting while `buffer_memory` is used up: backpressure) and
   appends the record to the partition's open batch in the `RecordAccumulator`. It returns
   a `DeliveryHandle` at once; `await handle` gives the `RecordMetadata` or raises.
+  A batch keeps its records as columns (keys, values, timestamps, headers lists), so a
+  record costs no object of its own, and is encoded by `build_column_batch`.
+- `send_many()` takes many records at once (client/record_columns.py converts and sizes
+  them, all checked before any is queued) and gives the same result as one `send()` per
+  record: keyed records are placed one by one as `send()` places them; keyless ones go
+  a run at a time, as many as fit in the open batch and in the free buffer memory, into
+  the explicit or sticky partition (which moves on whenever a batch is full, as with
+  `send()`), waiting for memory between runs. It returns `DeliveryHandles`: a sequence
+  of per-record handles made only when asked for, awaitable as a whole, grouped per
+  batch by `runs()`. An error after some records were queued carries their handles as
+  `error.queued`.
 - The `RecordAccumulator` (sans-IO: plain data, times passed in as `now_ms`) holds a
   queue of batches per partition. A partition's first batch is *ready* when it is full,
   has lingered `linger_ms`, or a flush/close is under way, and it is not backing off
