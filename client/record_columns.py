@@ -7,11 +7,11 @@ value + 4 bytes (`record_size`). `send()` converts and sizes one record with `to
 and `header_list`. `RecordColumns.prepare` does the same for all the records handed to
 one `send_many()` at once: the values, keys, timestamps and headers become lists (copies,
 so the caller may reuse its own), `cumulative[i]` is the size of records `[0, i)` and
-`largest` the size of the largest.
-Then how many records from `start` fit in `limit` bytes is a bisection (`fit`), and
-`copy_into` extends a batch's columns with slices. When the values are all `bytes` and no
-keys or headers are given, no Python code runs per record: types are checked with
-`set(map(type, ...))`, sizes summed with `map`/`accumulate`, runs copied with slices.
+`largest` the size of the largest. Then how many records from `start` fit in `limit`
+bytes is a bisection (`fit`), and `copy_into` extends a batch's columns with slices.
+When the values are all `bytes` and no keys or headers are given, no Python code runs per
+record: types are checked with `set(map(type, ...))`, sizes summed with
+`map`/`accumulate`, runs copied with slices.
 """
 
 from __future__ import annotations
