@@ -770,6 +770,8 @@ class Producer:
         self.max_in_flight = max_in_flight_requests_per_connection
         self.max_block_ms = max_block_ms
         self.buffer_memory = buffer_memory
+        # The largest record (estimated size) a batch and the buffer can take.
+        self._max_record_size = min(max_request_size - BATCH_OVERHEAD, buffer_memory)
         self.accumulator = RecordAccumulator(
             AccumulatorConfig(
                 batch_size=batch_size,
@@ -870,7 +872,8 @@ class Producer:
         value_bytes = value if value is None or type(value) is bytes else to_bytes(value)
         header_pairs, headers_size = header_list(headers) if headers else (NO_HEADERS, 0)
         size = record_size(key_bytes, value_bytes, headers_size)
-        self._check_record_size(size)
+        if size > self._max_record_size:
+            raise self._too_large(size)
         num_partitions = await self._admit(topic, partition, size)
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
@@ -916,7 +919,8 @@ class Producer:
         handles = DeliveryHandles()
         if not len(columns):
             return handles
-        self._check_record_size(columns.largest)
+        if columns.largest > self._max_record_size:
+            raise self._too_large(columns.largest)
         num_partitions = await self._admit(topic, partition, columns.size(0, 1))
         try:
             if partition is None and columns.keys is not None:
@@ -932,13 +936,12 @@ class Producer:
         if self._closed:
             raise ProducerClosedError("cannot send: the producer is closed")
 
-    def _check_record_size(self, size: int) -> None:
-        if size + BATCH_OVERHEAD > self.max_request_size or size > self.buffer_memory:
-            raise RecordTooLargeError(
-                f"the record is {size + BATCH_OVERHEAD} bytes when serialized, larger than "
-                f"max_request_size ({self.max_request_size}) or buffer_memory "
-                f"({self.buffer_memory})"
-            )
+    def _too_large(self, size: int) -> RecordTooLargeError:
+        return RecordTooLargeError(
+            f"the record is {size + BATCH_OVERHEAD} bytes when serialized, larger than "
+            f"max_request_size ({self.max_request_size}) or buffer_memory "
+            f"({self.buffer_memory})"
+        )
 
     async def _admit(self, topic: str, partition: int | None, size: int) -> int:
         """The topic's partition count, once `partition` (if given) is known to exist and
