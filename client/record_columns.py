@@ -6,17 +6,16 @@ and `buffer_memory` as `RECORD_OVERHEAD` plus its key, its value and, per header
 value + 4 bytes (`record_size`). `send()` converts and sizes one record with `to_bytes`
 and `header_list`. `RecordColumns.prepare` does the same for all the records handed to
 one `send_many()` at once: the values, keys, timestamps and headers become lists (copies,
-so the caller may reuse its own), `cumulative[i]` is the size of records `[0, i)` and
-`largest` the size of the largest. Then how many records from `start` fit in `limit`
-bytes is a bisection (`fit`), and `copy_into` extends a batch's columns with slices.
-When the values are all `bytes` and no keys or headers are given, no Python code runs per
-record: types are checked with `set(map(type, ...))`, sizes summed with
-`map`/`accumulate`, runs copied with slices.
+so the caller may reuse its own), `cumulative[i]` is the size of records `[0, i)` less
+their `RECORD_OVERHEAD`s, and `largest` the size of the largest. How many records from
+`start` fit in `limit` bytes is then a bisection (`fit`), and `copy_into` extends a
+batch's columns with slices. When the values are all `bytes` and no keys or headers are
+given, no Python code runs per record: types are checked with `set(map(type, ...))`,
+lengths summed with `map`/`accumulate`, runs copied with slices.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import add
@@ -90,8 +89,7 @@ class RecordColumns:
         self.headers = headers
         self.timestamps = timestamps
         self.timestamp = timestamp
-        overheads = range(0, RECORD_OVERHEAD * (len(lengths) + 1), RECORD_OVERHEAD)
-        self.cumulative = list(map(add, accumulate(lengths, initial=0), overheads))
+        self.cumulative = list(accumulate(lengths, initial=0))  # without RECORD_OVERHEAD
         self.largest = RECORD_OVERHEAD + max(lengths, default=0)  # the largest record's size
 
     @classmethod
@@ -104,14 +102,13 @@ class RecordColumns:
     ) -> RecordColumns:
         """Convert and size the records; ValueError if a column's length differs from the
         values', TypeError for a key or value that is not bytes, str or None."""
-        value_list = _bytes_column(values)
+        value_list, lengths = _bytes_column(values)
         count = len(value_list)
-        lengths = _lengths(value_list)
         key_list = None
         if keys is not None:
-            key_list = _bytes_column(_same_length(keys, count, "keys"))
+            key_list, key_lengths = _bytes_column(_same_length(keys, count, "keys"))
             if any(key is not None for key in key_list):
-                lengths = list(map(add, lengths, _lengths(key_list)))
+                lengths = list(map(add, lengths, key_lengths))
             else:
                 key_list = None
         header_lists = None
@@ -133,12 +130,21 @@ class RecordColumns:
 
     def size(self, start: int, stop: int) -> int:
         """The estimated size of records `[start, stop)`."""
-        return self.cumulative[stop] - self.cumulative[start]
+        return self.cumulative[stop] - self.cumulative[start] + RECORD_OVERHEAD * (stop - start)
 
     def fit(self, start: int, limit: int) -> int:
-        """How many records from `start` on fit in `limit` bytes together."""
+        """How many records from `start` on fit in `limit` bytes together (a bisection:
+        their size grows with every record added)."""
         cumulative = self.cumulative
-        return bisect_right(cumulative, cumulative[start] + limit, start) - 1 - start
+        first = cumulative[start]
+        low, high = start, min(len(cumulative) - 1, start + max(limit, 0) // RECORD_OVERHEAD)
+        while low < high:  # invariant: records [start, low) fit, [start, high + 1) do not
+            middle = (low + high + 1) // 2
+            if cumulative[middle] - first + RECORD_OVERHEAD * (middle - start) <= limit:
+                low = middle
+            else:
+                high = middle - 1
+        return low - start
 
     def record(self, i: int) -> tuple[bytes | None, bytes | None, int, Headers]:
         """Record i as (key, value, timestamp, headers)."""
@@ -163,19 +169,14 @@ class RecordColumns:
         )
 
 
-def _bytes_column(items: Sequence[bytes | str | None]) -> list[bytes | None]:
-    """`items` as a new list of bytes or None (checked without a loop when all are bytes)."""
+def _bytes_column(items: Sequence[bytes | str | None]) -> tuple[list[bytes | None], list[int]]:
+    """`items` as a new list of bytes or None, and their lengths (0 for None); without a
+    Python loop when all are bytes."""
     out = list(items)
     if set(map(type, out)) <= {bytes}:
-        return out
-    return [to_bytes(item) for item in out]
-
-
-def _lengths(column: list[bytes | None]) -> list[int]:
-    """Each item's length (0 for None)."""
-    if None not in column:
-        return list(map(len, column))
-    return [len(item) if item is not None else 0 for item in column]
+        return out, list(map(len, out))
+    out = [to_bytes(item) for item in out]
+    return out, [len(item) if item is not None else 0 for item in out]
 
 
 def _same_length(column: Sequence, count: int, name: str) -> list:
