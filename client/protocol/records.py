@@ -59,6 +59,7 @@ import cramjam
 import crc32c
 import lz4.frame
 import msgpack
+import ormsgpack
 import zstandard
 
 __all__ = [
@@ -370,7 +371,9 @@ def build_column_batch(
     without a `Record` per record. The producer keeps its batches this way.
 
     Each record's entry is a tuple zipped from the columns (msgpack writes tuples as the
-    arrays a reader expects), so no Python code runs per record.
+    arrays a reader expects), so no Python code runs per record; ormsgpack (Rust) packs
+    them into the same bytes as `msgpack.packb(..., use_bin_type=True)`, about four times
+    faster (tests/unit/test_record_encoding.py checks the bytes are the same).
     """
     count = len(values)
     if not count:
@@ -386,7 +389,7 @@ def build_column_batch(
         deltas = [timestamp - base_timestamp for timestamp in timestamps]
     entries = list(zip(range(count), deltas, keys, values, headers, strict=True))
     return pack_batch(
-        _COMPRESS[codec](msgpack.packb(entries, use_bin_type=True)),
+        _COMPRESS[codec](_pack_entries(entries)),
         base_offset=base_offset,
         leader_epoch=leader_epoch,
         attributes=ATTR_MSGPACK_PAYLOAD | codec | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0),
@@ -398,6 +401,15 @@ def build_column_batch(
         base_sequence=base_sequence,
         records_count=count,
     )
+
+
+def _pack_entries(entries: list[tuple]) -> bytes:
+    """The msgpack array of a batch's record entries; `InvalidRecordError` for a value
+    msgpack cannot hold (an integer beyond 64 bits, say)."""
+    try:
+        return ormsgpack.packb(entries)
+    except TypeError as exc:  # ormsgpack.MsgpackEncodeError
+        raise InvalidRecordError(f"a record cannot be encoded: {exc}") from exc
 
 
 def _known_codec(codec: int) -> int:
