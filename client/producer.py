@@ -5,6 +5,17 @@ How it works (Kafka 2.8's KafkaProducer, on Trio):
   reserves buffer memory (waiting while `buffer_memory` is used up: backpressure) and
   appends the record to the partition's open batch in the `RecordAccumulator`. It returns
   a `DeliveryHandle` at once; `await handle` gives the `RecordMetadata` or raises.
+  A batch keeps its records as columns (keys, values, timestamps, headers lists), so a
+  record costs no object of its own, and is encoded by `build_column_batch`.
+- `send_many()` takes many records at once (client/record_columns.py converts and sizes
+  them, all checked before any is queued) and gives the same result as one `send()` per
+  record: keyed records are placed one by one as `send()` places them; keyless ones go
+  a run at a time, as many as fit in the open batch and in the free buffer memory, into
+  the explicit or sticky partition (which moves on whenever a batch is full, as with
+  `send()`), waiting for memory between runs. It returns `DeliveryHandles`: a sequence
+  of per-record handles made only when asked for, awaitable as a whole, grouped per
+  batch by `runs()`. An error after some records were queued carries their handles as
+  `error.queued`.
 - The `RecordAccumulator` (sans-IO: plain data, times passed in as `now_ms`) holds a
   queue of batches per partition. A partition's first batch is *ready* when it is full,
   has lingered `linger_ms`, or a flush/close is under way, and it is not backing off
@@ -59,8 +70,9 @@ import enum
 import logging
 import math
 import time
+from bisect import bisect_right
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -85,16 +97,20 @@ from client.protocol.records import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     Codec,
-    Record,
-    build_batch,
+    build_column_batch,
 )
 from client.protocol.types import TopicPartition
+from client.record_columns import (
+    NO_HEADERS,
+    Headers,
+    RecordColumns,
+    header_list,
+    record_size,
+    to_bytes,
+)
 
 log = logging.getLogger(__name__)
 
-# Estimated bytes a record costs in a batch beyond its key, value and headers (msgpack
-# array, offset and timestamp deltas): used for batch_size and buffer_memory accounting.
-RECORD_OVERHEAD = 16
 # Errors that mean our view of the leader is stale: refresh metadata before retrying
 # (Kafka's InvalidMetadataException family, plus a lost connection).
 _STALE_METADATA_ERRORS = frozenset(
@@ -200,12 +216,19 @@ class BatchState(enum.Enum):
 
 
 class ProducerBatch:
-    """Records for one partition that travel (and succeed or fail) together."""
+    """Records for one partition that travel (and succeed or fail) together.
+
+    The records are kept as columns (record i is `keys[i]`, `values[i]`, `timestamps[i]`,
+    `headers[i]`): appending one costs no object, and `send_many` extends a batch with
+    slices of the caller's lists."""
 
     def __init__(self, tp: TopicPartition, created_ms: float) -> None:
         self.tp = tp
         self.created_ms = created_ms
-        self.records: list[Record] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.timestamps: list[int] = []
+        self.headers: list[Sequence[tuple[str, bytes]]] = []
         self.size = BATCH_OVERHEAD  # estimated bytes (uncompressed)
         self.attempts = 0
         self.last_attempt_ms = created_ms
@@ -223,27 +246,46 @@ class ProducerBatch:
         self.base_sequence = NO_SEQUENCE
 
     def __repr__(self) -> str:
-        return f"<batch {self.tp} records={len(self.records)} state={self.state.value}>"
+        return f"<batch {self.tp} records={len(self.values)} state={self.state.value}>"
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
-
-    def has_room_for(self, size: int, batch_size: int) -> bool:
-        return not self.closed and (not self.records or self.size + size <= batch_size)
+        return len(self.values)
 
     def is_full(self, batch_size: int) -> bool:
         return self.closed or self.size >= batch_size
 
-    def append(self, record: Record, size: int) -> int:
-        self.records.append(record)
+    def append(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int,
+        headers: Sequence[tuple[str, bytes]],
+        size: int,
+    ) -> int:
+        """Add one record of `size` estimated bytes; its index in the batch."""
+        self.keys.append(key)
+        self.values.append(value)
+        self.timestamps.append(timestamp_ms)
+        self.headers.append(headers)
         self.size += size
-        return len(self.records) - 1
+        return len(self.values) - 1
+
+    def extend(self, columns: RecordColumns, start: int, stop: int, size: int) -> int:
+        """Add records `start:stop` of `columns` (`size` estimated bytes in all); the index
+        of the first in the batch."""
+        first = len(self.values)
+        columns.copy_into(self, start, stop)
+        self.size += size
+        return first
 
     def encode(self, codec: Codec) -> bytes:
         if self.payload is None:
-            self.payload = build_batch(
-                self.records,
+            self.payload = build_column_batch(
+                self.keys,
+                self.values,
+                self.timestamps,
+                self.headers,
                 codec=codec,
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
@@ -276,6 +318,14 @@ class ProducerBatch:
         self.done.set()
         return True
 
+    def metadata(self, index: int) -> RecordMetadata:
+        """Where record `index` of this (successful) batch landed."""
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        timestamp = self.log_append_time_ms
+        if timestamp < 0:
+            timestamp = self.timestamps[index]
+        return RecordMetadata(self.tp.topic, self.tp.partition, offset, timestamp)
+
 
 class DeliveryHandle:
     """The outcome of one `send()`: `await handle` -> RecordMetadata, or raises."""
@@ -304,12 +354,7 @@ class DeliveryHandle:
         error = self.exception()
         if error is not None:
             raise error
-        batch = self._batch
-        offset = batch.base_offset + self._index if batch.base_offset >= 0 else -1
-        timestamp = batch.log_append_time_ms
-        if timestamp < 0:
-            timestamp = batch.records[self._index].timestamp_ms
-        return RecordMetadata(batch.tp.topic, batch.tp.partition, offset, timestamp)
+        return self._batch.metadata(self._index)
 
     async def wait(self) -> RecordMetadata:
         await self._batch.done.wait()
@@ -319,10 +364,76 @@ class DeliveryHandle:
         return self.wait().__await__()
 
 
-class AppendResult(NamedTuple):
-    handle: DeliveryHandle
-    new_batch: bool
-    batch_full: bool
+class DeliveryHandles(Sequence[DeliveryHandle]):
+    """The outcome of one `send_many()`: a `DeliveryHandle` per record, in the order the
+    records were given, each made only when asked for (the call itself creates none).
+
+    `await handles` (or `wait()`) waits for every record and gives their `RecordMetadata`
+    in order, raising the first failure; `done()` says whether every record has its
+    outcome; `runs()` groups them by batch. Inside, the records are runs: (batch, index
+    of the first in it, count).
+    """
+
+    __slots__ = ("_runs", "_starts", "_count")
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[ProducerBatch, int, int]] = []
+        self._starts: list[int] = []  # position (in the call) of each run's first record
+        self._count = 0
+
+    def _add(self, batch: ProducerBatch, first: int, count: int) -> None:
+        """The next `count` records went to `batch` from index `first` on."""
+        if self._runs:
+            last, last_first, last_count = self._runs[-1]
+            if last is batch and last_first + last_count == first:
+                self._runs[-1] = (batch, last_first, last_count + count)
+                self._count += count
+                return
+        self._runs.append((batch, first, count))
+        self._starts.append(self._count)
+        self._count += count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, position):
+        if isinstance(position, slice):
+            return [self[i] for i in range(*position.indices(self._count))]
+        if position < 0:
+            position += self._count
+        if not 0 <= position < self._count:
+            raise IndexError("send_many handle index out of range")
+        run = bisect_right(self._starts, position) - 1
+        batch, first, _ = self._runs[run]
+        return DeliveryHandle(batch, first + position - self._starts[run])
+
+    def __iter__(self) -> Iterator[DeliveryHandle]:
+        for batch, first, count in self._runs:
+            for index in range(first, first + count):
+                yield DeliveryHandle(batch, index)
+
+    def done(self) -> bool:
+        return all(batch.state is BatchState.DONE for batch, _, _ in self._runs)
+
+    def runs(self) -> list[tuple[DeliveryHandle, int]]:
+        """The records as they travel: for each run of consecutive records in one batch
+        (they succeed or fail together, at consecutive offsets), the handle of its first
+        record and its length. Waiting per run instead of per record costs no object per
+        record."""
+        return [(DeliveryHandle(batch, first), count) for batch, first, count in self._runs]
+
+    async def wait(self) -> list[RecordMetadata]:
+        for batch, _, _ in self._runs:
+            await batch.done.wait()
+        out: list[RecordMetadata] = []
+        for batch, first, count in self._runs:
+            if batch.error is not None:
+                raise batch.error
+            out.extend(batch.metadata(index) for index in range(first, first + count))
+        return out
+
+    def __await__(self):
+        return self.wait().__await__()
 
 
 class ReadyCheck(NamedTuple):
@@ -359,36 +470,47 @@ class RecordAccumulator:
 
     # --- appending -------------------------------------------------------------------
 
-    def try_append(self, tp: TopicPartition, record: Record, size: int) -> AppendResult | None:
-        """Add `record` to the partition's open batch if it has room; None otherwise (the
-        caller then opens a new batch with `append`, or first moves a sticky partition)."""
+    def open_batch(self, tp: TopicPartition, size: int) -> ProducerBatch | None:
+        """The partition's open batch if it can take `size` more bytes, else None (the
+        caller then opens a new batch with `new_batch`, or first moves a sticky
+        partition). An empty open batch takes any record."""
         queue = self.queues.get(tp)
         if not queue:
             return None
         last = queue[-1]
-        if last.closed or last.size + size > self.config.batch_size:
+        if last.closed or (last.values and last.size + size > self.config.batch_size):
             return None
-        last.records.append(record)
-        last.size += size
-        self.used_bytes += size
-        full = last.size >= self.config.batch_size or len(queue) > 1
-        return AppendResult(DeliveryHandle(last, len(last.records) - 1), False, full)
+        return last
 
-    def append(self, tp: TopicPartition, record: Record, size: int, now_ms: float) -> AppendResult:
-        """Add `record` to the partition's open batch, or to a new batch."""
-        result = self.try_append(tp, record, size)
-        if result is not None:
-            return result
+    def new_batch(self, tp: TopicPartition, now_ms: float) -> ProducerBatch:
+        """Open an empty batch at the end of the partition's queue."""
         queue = self.queues.get(tp)
         if queue is None:
             queue = self.queues[tp] = deque()
         batch = ProducerBatch(tp, now_ms)
-        index = batch.append(record, size)
-        self.used_bytes += size
         queue.append(batch)
         self.incomplete.add(batch)
-        full = len(queue) > 1 or batch.is_full(self.config.batch_size)
-        return AppendResult(DeliveryHandle(batch, index), True, full)
+        return batch
+
+    def append(
+        self,
+        batch: ProducerBatch,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int,
+        headers: Headers,
+        size: int,
+    ) -> DeliveryHandle:
+        """Add one record to `batch` (from `open_batch` or `new_batch`)."""
+        self.used_bytes += size
+        return DeliveryHandle(batch, batch.append(key, value, timestamp_ms, headers, size))
+
+    def extend(self, batch: ProducerBatch, columns: RecordColumns, start: int, stop: int) -> int:
+        """Add records `[start, stop)` of `columns` to `batch` (from `open_batch` or
+        `new_batch`); the index of the first in it."""
+        size = columns.size(start, stop)
+        self.used_bytes += size
+        return batch.extend(columns, start, stop, size)
 
     def has_undrained(self) -> bool:
         return any(self.queues.values())
@@ -515,16 +637,6 @@ class RecordAccumulator:
 
 
 # --- the producer (Trio) ------------------------------------------------------------------
-
-
-def _to_bytes(data: bytes | bytearray | memoryview | str | None) -> bytes | None:
-    if data is None or isinstance(data, bytes):
-        return data
-    if isinstance(data, str):
-        return data.encode()
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    raise TypeError(f"expected bytes, str or None, got {type(data).__name__}")
 
 
 def parse_acks(acks: int | str) -> int:
@@ -658,6 +770,8 @@ class Producer:
         self.max_in_flight = max_in_flight_requests_per_connection
         self.max_block_ms = max_block_ms
         self.buffer_memory = buffer_memory
+        # The largest record (estimated size) a batch and the buffer can take.
+        self._max_record_size = min(max_request_size - BATCH_OVERHEAD, buffer_memory)
         self.accumulator = RecordAccumulator(
             AccumulatorConfig(
                 batch_size=batch_size,
@@ -689,6 +803,9 @@ class Producer:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self._next_sequence: dict[TopicPartition, int] = {}
+        # Each topic's TopicPartitions, made once (making one per record costs more than
+        # the rest of finding its batch).
+        self._topic_partitions: dict[str, list[TopicPartition]] = {}
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -750,67 +867,200 @@ class Producer:
         `NoBrokersAvailableError`, or `ProducerClosedError` after `aclose()`.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        key_bytes = key if key is None or type(key) is bytes else to_bytes(key)
+        value_bytes = value if value is None or type(value) is bytes else to_bytes(value)
+        header_pairs, headers_size = header_list(headers) if headers else (NO_HEADERS, 0)
+        size = record_size(key_bytes, value_bytes, headers_size)
+        if size > self._max_record_size:
+            raise self._too_large(size)
+        num_partitions = await self._admit(topic, partition, size)
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        return self._append(
+            topic,
+            num_partitions,
+            partition,
+            key_bytes,
+            value_bytes,
+            timestamp_ms,
+            header_pairs,
+            size,
+        )
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | str | None],
+        keys: Sequence[bytes | str | None] | None = None,
+        partition: int | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | str]]] | None = None,
+        timestamp_ms: int | Sequence[int] | None = None,
+    ) -> DeliveryHandles:
+        """Queue many records at once: record i is `values[i]` with `keys[i]` and
+        `headers[i]` (if given) and `timestamp_ms` (one for all, default now, or one
+        each). Returns their `DeliveryHandles`, in the order given.
+
+        The same records, guarantees and errors as calling `send()` for each in turn
+        (partitions, sticky moves as batches fill, buffer memory, ordering, retries,
+        idempotence), at a fraction of the cost per record: keyless records are copied
+        into batches a batch-sized run at a time. Every record is checked (types, sizes,
+        topic, partition) before any is queued; if waiting for buffer memory then fails
+        (`ProducerTimeoutError`) or the producer closes meanwhile (`ProducerClosedError`),
+        the error's `queued` attribute holds the `DeliveryHandles` of the records queued
+        before it (they are delivered as usual). Raises `ValueError` when `keys`,
+        `headers` or timestamps are not one per value.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        columns = RecordColumns.prepare(values, keys, headers, timestamp_ms)
+        handles = DeliveryHandles()
+        if not len(columns):
+            return handles
+        if columns.largest > self._max_record_size:
+            raise self._too_large(columns.largest)
+        num_partitions = await self._admit(topic, partition, columns.size(0, 1))
+        try:
+            if partition is None and columns.keys is not None:
+                await self._append_each(topic, num_partitions, columns, handles)
+            else:
+                await self._append_runs(topic, num_partitions, partition, columns, handles)
+        except (TributaryError, ProducerClosedError) as exc:
+            exc.queued = handles  # type: ignore[attr-defined]
+            raise
+        return handles
+
+    def _check_open(self) -> None:
         if self._closed:
             raise ProducerClosedError("cannot send: the producer is closed")
-        key_bytes = key if key is None or type(key) is bytes else _to_bytes(key)
-        value_bytes = value if value is None or type(value) is bytes else _to_bytes(value)
-        size = RECORD_OVERHEAD
-        if key_bytes:
-            size += len(key_bytes)
-        if value_bytes:
-            size += len(value_bytes)
-        header_list: Sequence[tuple[str, bytes]] = ()
-        if headers:
-            header_list = [(str(name), _to_bytes(data) or b"") for name, data in headers]
-            size += sum(len(name) + len(data) + 4 for name, data in header_list)
-        if size + BATCH_OVERHEAD > self.max_request_size or size > self.buffer_memory:
-            raise RecordTooLargeError(
-                f"the record is {size + BATCH_OVERHEAD} bytes when serialized, larger than "
-                f"max_request_size ({self.max_request_size}) or buffer_memory "
-                f"({self.buffer_memory})"
-            )
-        cluster = self.metadata.cluster
-        partitions = cluster.partitions_for(topic)
+
+    def _too_large(self, size: int) -> RecordTooLargeError:
+        return RecordTooLargeError(
+            f"the record is {size + BATCH_OVERHEAD} bytes when serialized, larger than "
+            f"max_request_size ({self.max_request_size}) or buffer_memory "
+            f"({self.buffer_memory})"
+        )
+
+    async def _admit(self, topic: str, partition: int | None, size: int) -> int:
+        """The topic's partition count, once `partition` (if given) is known to exist and
+        `size` bytes of buffer memory are free: waits for metadata the first time, and for
+        memory while the buffer is full (each at most `max_block_ms`)."""
+        partitions = self.metadata.cluster.partitions_for(topic)
         if partitions is None:
             partitions = await self._wait_for_topic(topic)
-            cluster = self.metadata.cluster
         num_partitions = len(partitions)
         if partition is not None and not 0 <= partition < num_partitions:
             raise InvalidPartitionError(
                 f"partition {partition} is not in topic '{topic}', which has "
                 f"{num_partitions} partition(s)"
             )
-        acc = self.accumulator
-        if acc.used_bytes + size > self.buffer_memory:
+        if self.accumulator.used_bytes + size > self.buffer_memory:
             await self._wait_for_memory(size)
-        if self._closed:  # closed while we waited for metadata or memory
-            raise ProducerClosedError("cannot send: the producer is closed")
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        record = Record(key_bytes, value_bytes, timestamp_ms, header_list)
-        if partition is not None:
-            chosen = partition
-        elif key_bytes is not None:
-            chosen = partition_for_key(key_bytes, num_partitions)
-        else:
-            available = cluster.available_partitions(topic)
-            chosen = self.partitioner.partition(topic, None, num_partitions, available)
-        tp = TopicPartition(topic, chosen)
-        result = acc.try_append(tp, record, size)
-        if result is None:
-            if partition is None and key_bytes is None:
-                # KIP-480: the sticky partition's batch is closed: move on before opening one.
-                available = cluster.available_partitions(topic)
-                chosen = self.partitioner.on_new_batch(topic, chosen, num_partitions, available)
-                tp = TopicPartition(topic, chosen)
-            result = acc.append(tp, record, size, _now_ms())
-        if result.new_batch or result.batch_full:
+        return num_partitions
+
+    def _partition(self, topic: str, num_partitions: int, key: bytes | None) -> int:
+        """The partition of a record without an explicit one: its key's, or the sticky."""
+        if key is not None:
+            return partition_for_key(key, num_partitions)
+        available = self.metadata.cluster.available_partitions(topic)
+        return self.partitioner.partition(topic, None, num_partitions, available)
+
+    def _batch_for(
+        self, topic: str, partition: int, size: int, num_partitions: int, sticky: bool
+    ) -> ProducerBatch:
+        """The batch a record of `size` bytes for `partition` goes into: the open one if
+        it has room; else (KIP-480) a keyless record without an explicit partition first
+        moves the topic's sticky partition on (and may fit in the batch open there); else
+        a new batch, which wakes the sender."""
+        acc = self.accumulator
+        tps = self._topic_partitions.get(topic)
+        if tps is None or len(tps) < num_partitions:
+            tps = self._topic_partitions[topic] = [
+                TopicPartition(topic, p) for p in range(num_partitions)
+            ]
+        batch = acc.open_batch(tps[partition], size)
+        if batch is not None:
+            return batch
+        if sticky:
+            available = self.metadata.cluster.available_partitions(topic)
+            partition = self.partitioner.on_new_batch(topic, partition, num_partitions, available)
+            batch = acc.open_batch(tps[partition], size)
+            if batch is not None:
+                return batch
+        self._wakeup.set()
+        return acc.new_batch(tps[partition], _now_ms())
+
+    def _append(
+        self,
+        topic: str,
+        num_partitions: int,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int,
+        headers: Headers,
+        size: int,
+    ) -> DeliveryHandle:
+        """Queue one record (its buffer memory is free): `send()` after the waiting."""
+        sticky = partition is None and key is None
+        if partition is None:
+            partition = self._partition(topic, num_partitions, key)
+        batch = self._batch_for(topic, partition, size, num_partitions, sticky)
+        handle = self.accumulator.append(batch, key, value, timestamp_ms, headers, size)
+        if batch.size >= self.accumulator.config.batch_size:
             self._wakeup.set()
-        return result.handle
+        return handle
+
+    async def _append_each(
+        self, topic: str, num_partitions: int, columns: RecordColumns, handles: DeliveryHandles
+    ) -> None:
+        """`send_many` with keys: each record partitioned on its own, as `send()` does."""
+        acc = self.accumulator
+        for i in range(len(columns)):
+            size = columns.size(i, i + 1)
+            if acc.used_bytes + size > self.buffer_memory:
+                await self._wait_for_memory(size)
+            key, value, timestamp_ms, headers = columns.record(i)
+            handle = self._append(
+                topic, num_partitions, None, key, value, timestamp_ms, headers, size
+            )
+            handles._add(handle._batch, handle._index, 1)
+
+    async def _append_runs(
+        self,
+        topic: str,
+        num_partitions: int,
+        partition: int | None,
+        columns: RecordColumns,
+        handles: DeliveryHandles,
+    ) -> None:
+        """`send_many` without keys: to `partition`, or the sticky partition (moving on as
+        batches fill), a run of records at a time: as many as fit both in the batch and
+        in the free buffer memory (at least one). A filled batch lets the sender run."""
+        acc = self.accumulator
+        batch_size = acc.config.batch_size
+        sticky = partition is None
+        start, count = 0, len(columns)
+        while start < count:
+            size = columns.size(start, start + 1)
+            if acc.used_bytes + size > self.buffer_memory:
+                await self._wait_for_memory(size)
+            chosen = self._partition(topic, num_partitions, None) if sticky else partition
+            batch = self._batch_for(topic, chosen, size, num_partitions, sticky)
+            limit = min(batch_size - batch.size, self.buffer_memory - acc.used_bytes)
+            stop = start + max(1, columns.fit(start, limit))
+            handles._add(batch, acc.extend(batch, columns, start, stop), stop - start)
+            start = stop
+            if batch.size >= batch_size:
+                self._wakeup.set()
+                if start < count:
+                    await trio.lowlevel.checkpoint()
 
     async def _wait_for_topic(self, topic: str) -> list[int]:
         try:
-            return await self.metadata.partitions_or_error(topic, self.max_block_ms / 1000)
+            partitions = await self.metadata.partitions_or_error(topic, self.max_block_ms / 1000)
         except UnknownTopicError:
             self.metadata.remove_topics(topic)
             raise
@@ -818,6 +1068,8 @@ class Producer:
             raise ProducerTimeoutError(
                 f"topic '{topic}' not present in metadata after {self.max_block_ms:g} ms"
             ) from None
+        self._check_open()  # closed while we waited
+        return partitions
 
     async def _wait_for_memory(self, size: int) -> None:
         acc = self.accumulator
@@ -827,6 +1079,7 @@ class Producer:
             with trio.move_on_after(self.max_block_ms / 1000):
                 while acc.used_bytes + size > self.buffer_memory:
                     await self._memory_freed.wait()
+                self._check_open()  # closed while we waited
                 return
         finally:
             acc.memory_waiters -= 1

@@ -15,12 +15,13 @@ either the response itself, `NO_RESPONSE` (acks=0 produce), a `Reply` that a
 purgatory callback fills in later (a waiting fetch, an acks=all produce), or
 `CLOSE_CONNECTION` to drop the connection at once without answering (Kafka's
 `closeConnection`; fault-injecting tests use it to cut connections). `reply.then(f)` is
-a `Reply` whose value is `f` of another's (the Kafka translation of a native answer). The reader
-puts each of these into a bounded channel; a writer task awaits them one by one and
-writes the responses, so they leave in request order while later requests are already
-being processed (pipelining). A response encoded as `FrameParts` (a Fetch response with
-big record batches) is written part by part, the batches as they were read from the log. The channel's size bounds the requests read ahead per
-connection: a client that sends faster than we answer is slowed down (backpressure).
+a `Reply` whose value is `f` of another's (the Kafka translation of a native answer).
+The reader puts each of these into a bounded channel; a writer task awaits them one by
+one and writes the responses, so they leave in request order while later requests are
+already being processed (pipelining). A response encoded as `FrameParts` (a Fetch
+response with big record batches) is written part by part, the batches as they were
+read from the log. The channel's size bounds the requests read ahead per connection: a
+client that sends faster than we answer is slowed down (backpressure).
 
 Bounds: with a `MemoryPool` (`queued.max.request.bytes`, Kafka's KIP-72; a broker gives
 its client listeners one to share and its inter-broker listener another), the reader

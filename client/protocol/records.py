@@ -30,7 +30,8 @@ recomputing it: `assign_offsets` does exactly that, and only recomputes the CRC 
 LogAppendTime rewrites the attributes and max timestamp.
 
 Who uses what:
-- the client calls `build_batch`;
+- the client calls `build_batch`, or `build_column_batch` for records held as columns
+  (the producer; the same bytes);
 - the broker calls `validate_batches` (header + CRC, no per-record work, either format;
   transactional and control batches refused on the produce path) and `assign_offsets`,
   then stores the bytes untouched;
@@ -60,6 +61,7 @@ import cramjam
 import crc32c
 import lz4.frame
 import msgpack
+import ormsgpack
 import zstandard
 
 __all__ = [
@@ -85,6 +87,7 @@ __all__ = [
     "TimestampType",
     "assign_offsets",
     "build_batch",
+    "build_column_batch",
     "decode_batches",
     "decode_columns",
     "decode_records",
@@ -337,22 +340,60 @@ def build_batch(
     records = list(records)
     if not records:
         raise ValueError("a record batch needs at least one record")
+    keys, values, timestamps, headers = zip(*records, strict=True)
+    return build_column_batch(
+        keys,
+        values,
+        timestamps,
+        headers,
+        base_offset=base_offset,
+        codec=codec,
+        timestamp_type=timestamp_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        leader_epoch=leader_epoch,
+    )
+
+
+def build_column_batch(
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    timestamps: Sequence[int],
+    headers: Sequence[Sequence[tuple[str, bytes | None]]],
+    *,
+    base_offset: int = 0,
+    codec: Codec = Codec.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """`build_batch` for records held as columns (record i is `keys[i]`, `values[i]`,
+    `timestamps[i]`, `headers[i]`, a sequence of `(name, value)` pairs): the same bytes,
+    without a `Record` per record. The producer keeps its batches this way.
+
+    Each record's entry is a tuple zipped from the columns (msgpack writes tuples as the
+    arrays a reader expects), so no Python code runs per record; ormsgpack (Rust) packs
+    them into the same bytes as `msgpack.packb(..., use_bin_type=True)`, about four times
+    faster (tests/unit/test_record_encoding.py checks the bytes are the same).
+    """
+    count = len(values)
+    if not count:
+        raise ValueError("a record batch needs at least one record")
+    if not len(keys) == len(timestamps) == len(headers) == count:
+        raise ValueError("every column of a record batch needs one entry per record")
     codec = _known_codec(codec)
-    base_timestamp = records[0].timestamp_ms
-    max_timestamp = max(r.timestamp_ms for r in records)
-    entries = [
-        [
-            delta,
-            r.timestamp_ms - base_timestamp,
-            r.key,
-            r.value,
-            [[name, value] for name, value in r.headers],
-        ]
-        for delta, r in enumerate(records)
-    ]
-    count = len(records)
+    base_timestamp = timestamps[0]
+    max_timestamp = max(timestamps)
+    if max_timestamp == base_timestamp == min(timestamps):
+        deltas: Iterable[int] = repeat(0, count)
+    else:
+        deltas = [timestamp - base_timestamp for timestamp in timestamps]
+    entries = list(zip(range(count), deltas, keys, values, headers, strict=True))
     return pack_batch(
-        _COMPRESS[codec](msgpack.packb(entries, use_bin_type=True)),
+        _COMPRESS[codec](_pack_entries(entries)),
         base_offset=base_offset,
         leader_epoch=leader_epoch,
         attributes=ATTR_MSGPACK_PAYLOAD | codec | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0),
@@ -364,6 +405,15 @@ def build_batch(
         base_sequence=base_sequence,
         records_count=count,
     )
+
+
+def _pack_entries(entries: list[tuple]) -> bytes:
+    """The msgpack array of a batch's record entries; `InvalidRecordError` for a value
+    msgpack cannot hold (an integer beyond 64 bits, say)."""
+    try:
+        return ormsgpack.packb(entries)
+    except TypeError as exc:  # ormsgpack.MsgpackEncodeError
+        raise InvalidRecordError(f"a record cannot be encoded: {exc}") from exc
 
 
 def _known_codec(codec: int) -> int:

@@ -41,14 +41,7 @@ async def send_under_faults(
     cluster: TestCluster, faults, **producer_options: Any
 ) -> list[DeliveryHandle]:
     await cluster.create_topic("t", 3, replication_factor=2)
-    moves = {}
-    for kind, a, b in faults:
-        if kind == "error":
-            cluster.fail(ApiKey.PRODUCE, a, tp=TopicPartition("t", b))
-        elif kind == "drop":
-            cluster.drop(ApiKey.PRODUCE, broker=b, after_append=a)
-        else:
-            moves[a] = b
+    moves = inject(cluster, faults)
     async with open_producer(
         cluster.bootstrap, connector=cluster.connector(), retry_backoff_ms=10, **producer_options
     ) as p:
@@ -61,3 +54,17 @@ async def send_under_faults(
             if i % 7 == 0:
                 await trio.sleep(0.001)
     return handles
+
+
+def inject(cluster: TestCluster, faults) -> dict[int, int]:
+    """Arm the errors and drops of `faults` on topic "t"; the moves it asks for, as
+    {after record i: partition}."""
+    moves = {}
+    for kind, a, b in faults:
+        if kind == "error":
+            cluster.fail(ApiKey.PRODUCE, a, tp=TopicPartition("t", b))
+        elif kind == "drop":
+            cluster.drop(ApiKey.PRODUCE, broker=b, after_append=a)
+        else:
+            moves[a] = b
+    return moves

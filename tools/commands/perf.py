@@ -3,11 +3,14 @@
 - `perf produce` is kafka-producer-perf-test: sends `--num-records` records of
   `--record-size` bytes at `--throughput` records/s (-1: as fast as possible), prints a
   line every `--reporting-interval` ms and a final "N records sent, X records/sec
-  (Y MB/sec), A ms avg latency, M ms max latency, p50/p95/p99/p99.9". A record's
-  latency runs from `send()` to its acknowledgement. Acknowledgements are collected per
-  partition: a partition's batches complete in order (the producer keeps one in flight
-  per partition), so one task per partition awaits the oldest record and then takes
-  every record already done behind it.
+  (Y MB/sec), A ms avg latency, M ms max latency, p50/p95/p99/p99.9". Records are
+  handed to the producer with `send_many`, a batch's worth at a time (`--batch-size`
+  over `--record-size`), or as many as `--throughput` lets go at that moment; a record's
+  latency runs from its hand-over to its acknowledgement, as from Kafka's `send()` to
+  its callback. Acknowledgements are collected per partition: a partition's batches
+  complete in order (the producer keeps one in flight per partition), so one task per
+  partition awaits the oldest run of records (`DeliveryHandles.runs`: those sharing a
+  batch, and so their outcome) and then takes every run already done behind it.
 - `perf consume` is kafka-consumer-perf-test: reads `--messages` records from the
   beginning (or `--from-latest`) with a group (`--group`, subscribing) or without one
   (assigning every partition), taking the records as column batches
@@ -169,7 +172,8 @@ def _acks(text: str) -> int | str:
 
 
 class _Acks:
-    """Records awaiting acknowledgement, per partition, in send order."""
+    """Records awaiting acknowledgement, per partition, in send order, as runs of records
+    that share a batch (and so their outcome)."""
 
     def __init__(self, stats: LatencyStats, size: int) -> None:
         self.stats = stats
@@ -182,15 +186,16 @@ class _Acks:
         self.all_done = trio.Event()
         self.sending_finished = False
 
-    def add(self, nursery: trio.Nursery, sent_at: float, handle) -> None:
+    def add(self, nursery: trio.Nursery, sent_at: float, handle, count: int = 1) -> None:
+        """`count` records handed over at `sent_at`, all in `handle`'s batch."""
         tp = handle.topic_partition
         queue = self.queues.get(tp)
         if queue is None:
             queue = self.queues[tp] = deque()
             self.arrived[tp] = trio.Event()
             nursery.start_soon(self._collect, tp)
-        queue.append((sent_at, handle))
-        self.outstanding += 1
+        queue.append((sent_at, handle, count))
+        self.outstanding += count
         self.arrived[tp].set()
 
     async def _collect(self, tp: TopicPartition) -> None:
@@ -200,22 +205,22 @@ class _Acks:
                 self.arrived[tp] = event = trio.Event()
                 await event.wait()
                 continue
-            _, head = queue[0]
+            _, head, _ = queue[0]
             try:
                 await head.wait()
             except Exception:  # noqa: BLE001 - counted below, by record
                 pass
             now = time.perf_counter()
             while queue and queue[0][1].done():
-                sent_at, handle = queue.popleft()
+                sent_at, handle, count = queue.popleft()
                 error = handle.exception()
                 if error is None:
-                    self.stats.record((now - sent_at) * 1000.0, self.size)
+                    self.stats.record_many((now - sent_at) * 1000.0, count, self.size)
                 else:
-                    self.failed += 1
+                    self.failed += count
                     if self.first_error is None:
                         self.first_error = f"{type(error).__name__}: {error}"
-                self.outstanding -= 1
+                self.outstanding -= count
             if self.sending_finished and self.outstanding == 0:
                 self.all_done.set()
 
@@ -243,6 +248,9 @@ async def _perf_produce(args) -> int:
         compression_type=args.compression,
         **client_options(args),
     )
+    # Records are handed over a batch's worth at a time (fewer when the throughput limit
+    # says fewer are due): each one's latency still runs from its hand-over to its ack.
+    chunk = [value] * max(1, args.batch_size // args.record_size)
     async with open_producer(bootstrap, **producer_options) as producer:
         started = time.perf_counter()
         stats = LatencyStats(args.count, started, args.reporting_interval / 1000)
@@ -250,17 +258,18 @@ async def _perf_produce(args) -> int:
         throttler = Throttler(args.throughput, started)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_report_windows, args, stats)
-            send = producer.send
-            topic = args.topic
-            for sent in range(args.count):
-                if throttler.rate > 0:
-                    delay = throttler.delay(sent, time.perf_counter())
-                    if delay > 0:
-                        await trio.sleep(delay)
+            sent = 0
+            while sent < args.count:
+                delay = throttler.delay(sent, time.perf_counter())
+                if delay > 0:
+                    await trio.sleep(delay)
                 sent_at = time.perf_counter()
-                acks.add(nursery, sent_at, await send(topic, value))
-                if sent % 512 == 0:
-                    await trio.lowlevel.checkpoint()  # let the sender and collectors run
+                count = _due(throttler, sent, min(len(chunk), args.count - sent), sent_at)
+                values = chunk if count == len(chunk) else chunk[:count]
+                for handle, run in (await producer.send_many(args.topic, values)).runs():
+                    acks.add(nursery, sent_at, handle, run)
+                sent += count
+                await trio.lowlevel.checkpoint()  # let the sender and collectors run
             await producer.flush()
             acks.finish()
             await acks.all_done.wait()
@@ -271,6 +280,17 @@ async def _perf_produce(args) -> int:
         print(f"{acks.failed} records failed; first: {acks.first_error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _due(throttler: Throttler, sent: int, limit: int, now: float) -> int:
+    """How many records from number `sent` on (at most `limit`, at least one) the
+    throughput limit lets go at `now`."""
+    if throttler.rate <= 0:
+        return limit
+    count = 1
+    while count < limit and throttler.delay(sent + count, now) <= 0:
+        count += 1
+    return count
 
 
 # --- perf consume -----------------------------------------------------------------------
