@@ -50,8 +50,6 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import cramjam
-
 from client.protocol.records import (
     _CODEC_MASK,
     _COMPRESS,
@@ -79,6 +77,7 @@ from client.protocol.records import (
     _known_codec,
     msgpack_entries,
     pack_batch,
+    snappy_raw,
     validate_batch,
 )
 
@@ -256,7 +255,7 @@ def _xerial_compress(data: bytes | memoryview, block_size: int = 32 * 1024) -> b
     data = bytes(data)
     parts = [b"\x82SNAPPY\x00", _INT32.pack(1), _INT32.pack(1)]
     for start in range(0, len(data), block_size):
-        block = bytes(cramjam.snappy.compress_raw(data[start : start + block_size]))
+        block = snappy_raw(data[start : start + block_size], compress=True)
         parts += (_INT32.pack(len(block)), block)
     return b"".join(parts)
 

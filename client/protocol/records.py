@@ -57,12 +57,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import NamedTuple
 
-import cramjam
 import crc32c
-import lz4.frame
 import msgpack
-import ormsgpack
-import zstandard
+
+# cramjam (snappy), lz4, zstandard and ormsgpack are imported where first used: a broker
+# only checks and copies batches, and each of them costs its process memory (about 2.5 MB
+# of RSS together) it would otherwise carry for nothing.
 
 __all__ = [
     "ATTR_CONTROL",
@@ -96,6 +96,7 @@ __all__ = [
     "pack_batch",
     "read_header",
     "record_keys",
+    "snappy_raw",
     "stamped_header",
     "validate_batch",
     "validate_batches",
@@ -241,18 +242,43 @@ def _gzip_decompress(data: bytes | memoryview) -> bytes:
 
 
 def _zstd_compress(data: bytes) -> bytes:
+    import zstandard
+
     return zstandard.ZstdCompressor().compress(data)
 
 
 def _zstd_decompress(data: bytes | memoryview) -> bytes:
+    import zstandard
+
     # decompressobj copes with frames that do not record their content size.
     return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+
+
+def _lz4_compress(data: bytes) -> bytes:
+    import lz4.frame
+
+    return lz4.frame.compress(data)
+
+
+def _lz4_decompress(data: bytes | memoryview) -> bytes:
+    import lz4.frame
+
+    return lz4.frame.decompress(data)
+
+
+def snappy_raw(data: bytes | memoryview, *, compress: bool) -> bytes:
+    """Raw snappy (no framing) one way or the other."""
+    import cramjam
+
+    if compress:
+        return bytes(cramjam.snappy.compress_raw(data))
+    return bytes(cramjam.snappy.decompress_raw(data))
 
 
 def _snappy_compress(data: bytes) -> bytes:
     # Raw snappy, as librdkafka writes it; Kafka's Java client reads it as well as its own
     # xerial framing.
-    return bytes(cramjam.snappy.compress_raw(data))
+    return snappy_raw(data, compress=True)
 
 
 # The Java client's snappy (xerial's SnappyOutputStream): this magic, two int32 (version,
@@ -264,7 +290,7 @@ _XERIAL_HEADER = len(_XERIAL_MAGIC) + 8
 def _snappy_decompress(data: bytes | memoryview) -> bytes:
     data = bytes(data)
     if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return snappy_raw(data, compress=False)
     blocks = []
     pos = _XERIAL_HEADER
     end = len(data)
@@ -273,7 +299,7 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
         pos += 4
         if length < 0 or pos + length > end:
             raise ValueError(f"xerial snappy block of {length} bytes, {end - pos} left")
-        blocks.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + length])))
+        blocks.append(snappy_raw(data[pos : pos + length], compress=False))
         pos += length
     return b"".join(blocks)
 
@@ -282,7 +308,7 @@ _COMPRESS: dict[int, Callable[[bytes], bytes]] = {
     Codec.NONE: bytes,
     Codec.GZIP: _gzip_compress,
     Codec.SNAPPY: _snappy_compress,
-    Codec.LZ4: lz4.frame.compress,
+    Codec.LZ4: _lz4_compress,
     Codec.ZSTD: _zstd_compress,
 }
 # Each returns something msgpack and Kafka's record reader accept: NONE gives a view of
@@ -291,7 +317,7 @@ _DECOMPRESS: dict[int, Callable[[memoryview], bytes | memoryview]] = {
     Codec.NONE: memoryview,
     Codec.GZIP: _gzip_decompress,
     Codec.SNAPPY: _snappy_decompress,
-    Codec.LZ4: lz4.frame.decompress,
+    Codec.LZ4: _lz4_decompress,
     Codec.ZSTD: _zstd_decompress,
 }
 
@@ -410,6 +436,8 @@ def build_column_batch(
 def _pack_entries(entries: list[tuple]) -> bytes:
     """The msgpack array of a batch's record entries; `InvalidRecordError` for a value
     msgpack cannot hold (an integer beyond 64 bits, say)."""
+    import ormsgpack
+
     try:
         return ormsgpack.packb(entries)
     except TypeError as exc:  # ormsgpack.MsgpackEncodeError
