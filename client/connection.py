@@ -56,10 +56,10 @@ import trio
 
 from client import __version__
 from client.protocol import messages as m
-from client.protocol.codec import expects_response
+from client.protocol.codec import GATHER_MIN_BYTES, expects_response
 from client.protocol.connection import ClientConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError, TributaryError
-from client.protocol.framing import DEFAULT_MAX_FRAME_BYTES, describe_foreign_peer
+from client.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameParts, describe_foreign_peer
 
 log = logging.getLogger(__name__)
 
@@ -286,13 +286,14 @@ class BrokerConnection:
                 await self._write_batch()
 
     async def _write_batch(self) -> None:
-        data = self._outgoing[0] if len(self._outgoing) == 1 else b"".join(self._outgoing)
+        buffers = _coalesce(self._outgoing)
         self._outgoing.clear()
         self._batches_started += 1
         self._write_done = written = trio.Event()
         self._writing = True
         try:
-            await self._stream.send_all(data)
+            for data in buffers:
+                await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             await self._close(f"writing failed: {error!r}", error)
             raise self._closed_error() from error
@@ -538,3 +539,25 @@ async def open_connection_pool(
             yield pool
         finally:
             await pool.aclose()
+
+
+def _coalesce(frames: list[bytes | FrameParts]) -> list[bytes | bytearray]:
+    """The queued frames as few buffers to send in order: small pieces joined, the big
+    record batches of `FrameParts` kept as they are (not copied into one buffer)."""
+    if len(frames) == 1 and type(frames[0]) is not FrameParts:
+        return frames[:]
+    buffers: list[bytes | bytearray] = []
+    pending = bytearray()
+    for frame in frames:
+        pieces = frame if type(frame) is FrameParts else (frame,)
+        for piece in pieces:
+            if len(piece) >= GATHER_MIN_BYTES:
+                if pending:
+                    buffers.append(pending)
+                    pending = bytearray()
+                buffers.append(piece)
+            else:
+                pending += piece
+    if pending:
+        buffers.append(pending)
+    return buffers

@@ -6,10 +6,11 @@ How it works:
   `[correlation_id, error_code, error_message, body]`; `body` is the message's map (see
   schema.py), nil in a response that carries a request-level error.
 - Encoding is one `msgpack.packb` call with `schema.msgpack_default` as the hook, then
-  the length prefix (framing.py). A Fetch response carrying at least
-  `GATHER_MIN_BYTES` of records is encoded by `encode_fetch_response` as `FrameParts`
-  instead: the same msgpack, packed around the record batches, which are sent as the
-  bytes read from the log (no copy into the frame).
+  the length prefix (framing.py). A Fetch response or Produce request carrying at least
+  `GATHER_MIN_BYTES` of records is encoded by `encode_fetch_response` or
+  `encode_produce_request` as `FrameParts` instead: the same msgpack, packed around the
+  record batches, which are sent as they are (read from the log, built by the producer)
+  rather than copied into the frame.
 - Decoding reads the envelope first, then the body with the classes the registry names
   for (api_key, api_version). Failures say whose fault and what to do, as `ProtocolError`
   subclasses: an unreadable envelope is `CorruptMessageError` (close the connection);
@@ -92,11 +93,7 @@ def encode_request(header: RequestHeader, request: Any, registry: ApiRegistry = 
     Raises ValueError if the header's api/version does not carry this request type, and
     TypeError/ValueError (from msgpack) for field values that cannot be encoded.
     """
-    spec = registry.spec(header.api_key, header.api_version)
-    if spec is None or type(request) is not spec.request_type:
-        raise ValueError(
-            f"{type(request).__name__} cannot be sent as api {header.api_key} v{header.api_version}"
-        )
+    _check_request_type(header, request, registry)
     payload = msgpack.packb(
         [
             int(header.api_key),
@@ -108,6 +105,14 @@ def encode_request(header: RequestHeader, request: Any, registry: ApiRegistry = 
         default=msgpack_default,
     )
     return encode_frame(payload)
+
+
+def _check_request_type(header: RequestHeader, request: Any, registry: ApiRegistry) -> None:
+    spec = registry.spec(header.api_key, header.api_version)
+    if spec is None or type(request) is not spec.request_type:
+        raise ValueError(
+            f"{type(request).__name__} cannot be sent as api {header.api_key} v{header.api_version}"
+        )
 
 
 def decode_request(
@@ -183,44 +188,48 @@ def encode_response(
     return encode_frame(payload)
 
 
-# Fetch responses with at least this many bytes of records are sent as FrameParts; below
-# it one contiguous frame is cheaper than a few more send calls.
+# Messages with at least this many bytes of records are sent as FrameParts; below it one
+# contiguous frame is cheaper than a few more send calls.
 GATHER_MIN_BYTES = 64 * 1024
 _PACKER = msgpack.Packer()  # packs scalars and headers (autoreset: each call returns bytes)
+# Where a message's record batches sit: topics -> partitions -> `records`.
+_RECORDS_PATH = ("topics", "partitions")
 
 
 def encode_fetch_response(correlation_id: int, response: FetchResponse) -> bytes | FrameParts:
     """`encode_response` for a Fetch response: the same msgpack, but with big record
     batches as parts of their own (see `FrameParts`)."""
-    records_bytes = 0
-    for topic in response.topics:
-        for partition in topic.partitions:
-            records_bytes += len(partition.records)
-    if records_bytes < GATHER_MIN_BYTES:
+    if _records_bytes(response) < GATHER_MIN_BYTES:
         return encode_response(correlation_id, response)
     writer = _GatherWriter()
     pack = _PACKER.pack
     writer.raw(_PACKER.pack_array_header(4) + pack(correlation_id) + pack(0) + pack(None))
-    body = type(response).__wire_encode__(response)
-    writer.raw(_PACKER.pack_map_header(len(body)))
-    for key, value in body.items():
-        writer.raw(pack(key))
-        if key != "topics":
-            writer.raw(msgpack.packb(value, default=msgpack_default))
-            continue
-        writer.raw(_PACKER.pack_array_header(len(value)))
-        for topic in value:
-            topic_map = type(topic).__wire_encode__(topic)
-            writer.raw(_PACKER.pack_map_header(len(topic_map)))
-            for topic_key, topic_value in topic_map.items():
-                writer.raw(pack(topic_key))
-                if topic_key != "partitions":
-                    writer.raw(pack(topic_value))
-                    continue
-                writer.raw(_PACKER.pack_array_header(len(topic_value)))
-                for partition in topic_value:
-                    writer.partition(type(partition).__wire_encode__(partition))
+    writer.struct(response, _RECORDS_PATH)
     return writer.frame()
+
+
+def encode_produce_request(
+    header: RequestHeader, request: ProduceRequest, registry: ApiRegistry = REGISTRY
+) -> bytes | FrameParts:
+    """`encode_request` for a Produce request, big record batches as parts of their own."""
+    if _records_bytes(request) < GATHER_MIN_BYTES:
+        return encode_request(header, request, registry)
+    _check_request_type(header, request, registry)
+    writer = _GatherWriter()
+    pack = _PACKER.pack
+    writer.raw(
+        _PACKER.pack_array_header(5)
+        + pack(int(header.api_key))
+        + pack(header.api_version)
+        + pack(header.correlation_id)
+        + pack(header.client_id)
+    )
+    writer.struct(request, _RECORDS_PATH)
+    return writer.frame()
+
+
+def _records_bytes(message: Any) -> int:
+    return sum(len(p.records) for topic in message.topics for p in topic.partitions)
 
 
 def _bin_header(size: int) -> bytes:
@@ -233,7 +242,8 @@ def _bin_header(size: int) -> bytes:
 
 
 class _GatherWriter:
-    """Collects a frame body as small packed pieces (joined) and big records (kept)."""
+    """Packs a message as packb would, into small packed pieces (joined) and big record
+    batches (kept as they are)."""
 
     def __init__(self) -> None:
         self.parts: list[bytes | bytearray] = []
@@ -242,7 +252,24 @@ class _GatherWriter:
     def raw(self, data: bytes) -> None:
         self.pending += data
 
-    def partition(self, fields: dict[str, Any]) -> None:
+    def struct(self, value: Any, path: tuple[str, ...]) -> None:
+        """Pack the struct `value`: the field `path[0]` is a list of structs packed the same
+        way with `path[1:]`; at the end of the path, a struct with its `records`."""
+        fields = type(value).__wire_encode__(value)
+        if not path:
+            self._with_records(fields)
+            return
+        self.pending += _PACKER.pack_map_header(len(fields))
+        for key, item in fields.items():
+            self.pending += _PACKER.pack(key)
+            if key == path[0]:
+                self.pending += _PACKER.pack_array_header(len(item))
+                for element in item:
+                    self.struct(element, path[1:])
+            else:
+                self.pending += msgpack.packb(item, default=msgpack_default)
+
+    def _with_records(self, fields: dict[str, Any]) -> None:
         records = fields["records"]
         if len(records) < GATHER_MIN_BYTES:
             self.pending += msgpack.packb(fields)

@@ -32,6 +32,7 @@ from client.protocol.codec import (
     decode_request,
     decode_response_or_error,
     encode_fetch_response,
+    encode_produce_request,
     encode_request,
     encode_response,
     expects_response,
@@ -45,7 +46,7 @@ from client.protocol.errors import (
     TributaryError,
 )
 from client.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameParts
-from client.protocol.messages import REGISTRY, FetchResponse
+from client.protocol.messages import REGISTRY, FetchResponse, ProduceRequest
 
 
 class ReceivedRequest(NamedTuple):
@@ -178,8 +179,11 @@ class ClientConnection:
         """Requests sent whose response has not been read yet."""
         return len(self._in_flight)
 
-    def send_request(self, request: Any, *, api_version: int | None = None) -> tuple[int, bytes]:
-        """(correlation id, bytes to write). acks=0 Produce is not tracked: no answer comes.
+    def send_request(
+        self, request: Any, *, api_version: int | None = None
+    ) -> tuple[int, bytes | FrameParts]:
+        """(correlation id, bytes to write: a Produce request with big record batches as
+        `FrameParts`). acks=0 Produce is not tracked: no answer comes.
 
         `api_version` defaults to the newest version this side speaks.
         """
@@ -188,11 +192,11 @@ class ClientConnection:
         api_key = self._registry.api_key_of(type(request))
         version = self._registry.latest_version(api_key) if api_version is None else api_version
         correlation_id = self._next_correlation_id
-        frame = encode_request(
-            RequestHeader(api_key, version, correlation_id, self.client_id),
-            request,
-            self._registry,
-        )
+        header = RequestHeader(api_key, version, correlation_id, self.client_id)
+        if type(request) is ProduceRequest:
+            frame = encode_produce_request(header, request, self._registry)
+        else:
+            frame = encode_request(header, request, self._registry)
         self._next_correlation_id = 0 if correlation_id == INT32_MAX else correlation_id + 1
         if expects_response(request):
             self._in_flight.append(_InFlight(correlation_id, api_key, version))

@@ -15,6 +15,7 @@ from client.protocol.codec import (
     decode_request,
     decode_response,
     encode_fetch_response,
+    encode_produce_request,
     encode_request,
     encode_response,
     expects_response,
@@ -284,3 +285,35 @@ def test_a_gathered_fetch_response_is_the_same_frame(sizes):
     assert joined == encode_response(41, response)
     total = sum(size for topic_sizes in sizes for size in topic_sizes)
     assert isinstance(frame, FrameParts) == (total >= GATHER_MIN_BYTES)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(
+        st.lists(
+            st.sampled_from([0, 9, GATHER_MIN_BYTES - 1, GATHER_MIN_BYTES, 200_000]), max_size=3
+        ),
+        max_size=3,
+    ),
+    acks=st.sampled_from([-1, 0, 1]),
+)
+def test_a_gathered_produce_request_is_the_same_frame(sizes, acks):
+    request = m.ProduceRequest(
+        acks=acks,
+        timeout_ms=1500,
+        topics=[
+            m.ProduceTopic(
+                name=f"t{t}",
+                partitions=[
+                    m.ProducePartition(partition=p, records=bytes([p + 1]) * size)
+                    for p, size in enumerate(topic_sizes)
+                ],
+            )
+            for t, topic_sizes in enumerate(sizes)
+        ],
+    )
+    header = RequestHeader(ApiKey.PRODUCE, 0, 12, "client-x")
+    frame = encode_produce_request(header, request)
+    joined = b"".join(frame) if isinstance(frame, FrameParts) else frame
+    assert joined == encode_request(header, request)
+    assert decode_request(joined[PREFIX_BYTES:])[1] == request
