@@ -3,7 +3,8 @@
 Each module prints its own figures as it goes; the headline ones are also reported as
 rows (tests/bench/table.py), printed together at the end next to their same-run
 references and ratios, appended to bench-results/history.jsonl and compared with the
-previous run. `make bench BENCH_ARGS="cluster controller"` runs only those modules.
+previous run; README.md's benchmark table is then regenerated from that history.
+`make bench BENCH_ARGS="cluster controller"` runs only those modules.
 """
 
 import importlib
@@ -31,6 +32,8 @@ def main(argv: list[str]) -> int:
         print(table.render(rows, previous))
         table.append_run(rows)
         print(f"(appended to {table.HISTORY.relative_to(table.HISTORY.parents[1])})")
+        if table.update_readme():
+            print("(README.md's benchmark table regenerated from it)")
     return 0
 
 

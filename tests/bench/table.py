@@ -8,6 +8,11 @@ run to `bench-results/history.jsonl` (`append_run`) and shows, per row, the chan
 the last run that had the same row (`previous_values`). A row's reference is measured in
 the same run (loopback TCP, file writes, another row), never copied from elsewhere, so
 the ratio says how close we are to this machine's own limits today.
+
+`update_readme` then rewrites the README's benchmark table (between the
+`<!-- bench-table:begin -->` and `<!-- bench-table:end -->` markers) from the history:
+each row's latest figure, with its reference, ratio, target, the machine and the day it
+was measured, so the README always shows what `make bench` last measured.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 HISTORY = Path(__file__).resolve().parents[2] / "bench-results" / "history.jsonl"
+README = Path(__file__).resolve().parents[2] / "README.md"
+BEGIN_MARKER = "<!-- bench-table:begin -->"
+END_MARKER = "<!-- bench-table:end -->"
 
 
 @dataclass(frozen=True)
@@ -106,21 +114,79 @@ def render(rows: list[Row], previous: dict[str, float]) -> str:
     return "\n".join(out)
 
 
-def previous_values(path: Path = HISTORY) -> dict[str, float]:
-    """Each row's value in the latest earlier run that had it."""
-    values: dict[str, float] = {}
+def _runs(path: Path) -> list[dict]:
     try:
         lines = path.read_text().splitlines()
     except OSError:
-        return values
+        return []
+    runs = []
     for line in lines:
         try:
-            run = json.loads(line)
+            runs.append(json.loads(line))
         except ValueError:
             continue
-        for row in run.get("rows", []):
-            values[row["name"]] = row["value"]
-    return values
+    return runs
+
+
+def previous_values(path: Path = HISTORY) -> dict[str, float]:
+    """Each row's value in the latest earlier run that had it."""
+    return {name: row.value for name, (row, _run) in latest_rows(path).items()}
+
+
+def latest_rows(path: Path = HISTORY) -> dict[str, tuple[Row, dict]]:
+    """Each row's latest measurement and the run (time, machine) it came from, in the
+    order rows first appeared."""
+    latest: dict[str, tuple[Row, dict]] = {}
+    for run in _runs(path):
+        for fields in run.get("rows", []):
+            known = {name: fields[name] for name in Row.__dataclass_fields__ if name in fields}
+            latest[fields["name"]] = (Row(**known), run)
+    return latest
+
+
+def render_markdown(latest: dict[str, tuple[Row, dict]]) -> str:
+    """The README's table: one line per row, with where and when it was measured."""
+    lines = [
+        "| row | figure | same-run reference | ratio | target | measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    machines = []
+    for row, run in latest.values():
+        ratio = row.ratio_value()
+        met = row.met()
+        reference = (
+            f"{row.reference_name} {_number(row.reference)}"
+            if row.reference is not None
+            else row.reference_name
+        )
+        target = f"{row.target} {'ok' if met else 'missed'}" if met is not None else ""
+        machine_name = run.get("machine", "?")
+        if machine_name not in machines:
+            machines.append(machine_name)
+        lines.append(
+            f"| {row.name} | {_number(row.value)} {row.unit} | {reference} | "
+            f"{f'{ratio:.2f}' if ratio is not None else ''} | {target} | "
+            f"{run.get('time', '?')[:10]}, machine {machines.index(machine_name) + 1} |"
+        )
+    lines.append("")
+    lines += [f"Machine {i}: {name}." for i, name in enumerate(machines, start=1)]
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path = README, history: Path = HISTORY) -> bool:
+    """Replace the table between the README's markers; False if it has no markers."""
+    try:
+        text = readme.read_text()
+    except OSError:
+        return False
+    begin, end = text.find(BEGIN_MARKER), text.find(END_MARKER)
+    if begin < 0 or end < begin:
+        return False
+    table = render_markdown(latest_rows(history))
+    updated = text[: begin + len(BEGIN_MARKER)] + "\n" + table + "\n" + text[end:]
+    if updated != text:
+        readme.write_text(updated)
+    return True
 
 
 def append_run(rows: list[Row], path: Path = HISTORY) -> None:
