@@ -8,12 +8,15 @@ schema library) imports hypothesis, and through it pytest, whenever they are ins
 (as in development and CI), which cost a server process 15 MB of memory and a second of
 start-up for nothing. Marking hypothesis absent makes kio skip it, as it does where
 hypothesis is not installed. Only server entry points call it: a test process that
-imports the broker in-process keeps its hypothesis.
+imports the broker in-process keeps its hypothesis. `run_server` also freezes the objects
+of start-up before serving (`freeze_startup_objects`), so that garbage collections walk
+only what serving allocates.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -43,6 +46,15 @@ def keep_test_libraries_out() -> None:
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 
+def freeze_startup_objects() -> None:
+    """Move everything allocated so far (modules, classes, functions: most of a server's
+    objects) out of the garbage collector's sight (`gc.freeze`): a full collection then
+    walks only what the server allocated since, which cut its pauses, and so the
+    worst-case request latency, on a busy broker."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_server(
     args: argparse.Namespace,
     *,
@@ -58,6 +70,7 @@ def run_server(
         print(f"error: bad {what} configuration: {exc}", file=sys.stderr)
         return 2
     configure_logging(log_name(config), args.log_level)
+    freeze_startup_objects()
     try:
         trio.run(serve, config)
     except KeyboardInterrupt:
