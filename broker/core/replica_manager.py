@@ -22,7 +22,7 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
   partition we follow; the shell's fetcher tasks, one per leader, carry its
   OffsetForLeaderEpoch and Fetch requests and hand the answers back.
 - Periodic: `maybe_shrink_isrs` (every replica.lag.time.max.ms / 2),
-  `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks` (checkpointing).
+  `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks_to_checkpoint`.
 
 Effects the shell must carry out are queued as values: `IsrUpdate` (a conditional set
 on the partition state znode; answer with `complete_isr_update`). The core also tells
@@ -677,9 +677,15 @@ class ReplicaManager:
         hws.update({tp: p.high_watermark for tp, p in self.partitions.items()})
         return hws
 
+    def high_watermarks_to_checkpoint(self) -> dict[TopicPartition, int]:
+        """The HW of every hosted partition, as `replication-offset-checkpoint` holds
+        them (the shell writes them with `log_manager.write_high_watermarks` in a worker
+        thread: the write fsyncs twice, milliseconds during which no request is served
+        if done on the event loop)."""
+        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
     def checkpoint_high_watermarks(self) -> None:
-        hws = {tp: hw for tp, hw in self.high_watermarks().items() if tp in self.partitions}
-        self.log_manager.write_high_watermarks(hws)
+        self.log_manager.write_high_watermarks(self.high_watermarks_to_checkpoint())
 
     def shutdown(self, now_ms: int) -> None:
         """Clean shutdown: answer everything waiting, checkpoint HWs, close logs."""
