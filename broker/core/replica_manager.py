@@ -8,8 +8,9 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
   if the HW moved, delayed produces. acks=all parks a `DelayedProduce` in the produce
   purgatory until the HW reaches what was appended. Results go to a `respond` callback.
 - Fetch (`fetch_messages`): reads every partition (followers to the LEO, consumers to
-  the HW). A follower's fetch also records its progress (ISR expand, HW advance). If
-  fewer than min_bytes came back and the fetch may wait, a `DelayedFetch` parks it.
+  the HW). A follower's fetch also records its progress (ISR expand, HW advance) as it
+  arrives. If fewer than min_bytes came back and the fetch may wait, a `DelayedFetch`
+  parks it; its completion reads again and records nothing (as Kafka's).
 - DeleteRecords (`delete_records`): the leader moves each partition's log start offset
   (`Partition.delete_records_on_leader`) and a `DelayedDeleteRecords` waits in its own
   purgatory until every in-sync follower reported a log start offset at least as high
@@ -271,7 +272,7 @@ class ReplicaManager:
         partitions: dict[TopicPartition, FetchPartitionRequest],
         respond: Callable[[dict[TopicPartition, FetchedPartition]], None],
     ) -> None:
-        results = self._read_and_record(params, partitions, now_ms)
+        results = self._read(params, partitions, now_ms, record_progress=True)
         total = sum(len(r.records) for r in results.values())
         errors = any(r.error_code is not ErrorCode.NONE for r in results.values())
         if params.max_wait_ms <= 0 or not partitions or total >= params.min_bytes or errors:
@@ -281,20 +282,25 @@ class ReplicaManager:
 
         def complete() -> None:
             self.fetch_waited(params.from_follower, max(0, op.completed_ms - now_ms))
-            respond(self._read_and_record(params, partitions, op.completed_ms))
+            # Only a read: the follower's progress was recorded when its fetch arrived
+            # (Kafka's DelayedFetch.onComplete does not record it again either).
+            respond(self._read(params, partitions, op.completed_ms, record_progress=False))
 
         op = DelayedFetch(
             now_ms + params.max_wait_ms, params, partitions, self.get_partition, complete
         )
         self.fetch_purgatory.try_complete_else_watch(op, partitions.keys(), now_ms)
 
-    def _read_and_record(
+    def _read(
         self,
         params: FetchParams,
         partitions: dict[TopicPartition, FetchPartitionRequest],
         now_ms: int,
+        *,
+        record_progress: bool,
     ) -> dict[TopicPartition, FetchedPartition]:
-        """Read every partition; a follower's read also records its progress."""
+        """Read every partition; with `record_progress`, a follower's read also records
+        its progress (ISR expand, HW advance)."""
         results: dict[TopicPartition, FetchedPartition] = {}
         budget = params.max_bytes
         for tp, request in partitions.items():
@@ -302,7 +308,13 @@ class ReplicaManager:
             # Kafka's rule: until some partition returned data, at least one whole batch is
             # returned even if it exceeds the limits, so a big batch never blocks a reader.
             result = self._read_one(
-                tp, request, params, limit, min_one_batch=budget == params.max_bytes, now_ms=now_ms
+                tp,
+                request,
+                params,
+                limit,
+                min_one_batch=budget == params.max_bytes,
+                now_ms=now_ms,
+                record_progress=record_progress,
             )
             budget -= len(result.records)
             results[tp] = result
@@ -317,6 +329,7 @@ class ReplicaManager:
         *,
         min_one_batch: bool,
         now_ms: int,
+        record_progress: bool,
     ) -> FetchedPartition:
         partition = self.partitions.get(tp)
         try:
@@ -346,7 +359,7 @@ class ReplicaManager:
         except Exception:
             log.exception("%s: read failed", tp)
             return FetchedPartition(ErrorCode.KAFKA_STORAGE_ERROR)
-        if params.from_follower:
+        if params.from_follower and record_progress:
             hw_moved, update = partition.update_follower_fetch_state(
                 params.replica_id,
                 request.fetch_offset,
