@@ -280,11 +280,11 @@ class ReplicaManager:
             respond(results)
             return
 
-        def complete() -> None:
-            self.fetch_waited(params.from_follower, max(0, op.completed_ms - now_ms))
+        def complete(completed_ms: int) -> None:
+            self.fetch_waited(params.from_follower, max(0, completed_ms - now_ms))
             # Only a read: the follower's progress was recorded when its fetch arrived
             # (Kafka's DelayedFetch.onComplete does not record it again either).
-            respond(self._read(params, partitions, op.completed_ms, record_progress=False))
+            respond(self._read(params, partitions, completed_ms, record_progress=False))
 
         op = DelayedFetch(
             now_ms + params.max_wait_ms, params, partitions, self.get_partition, complete
