@@ -13,7 +13,8 @@ what comes back, nothing more:
   it sooner;
 - `checkpointer`, `retention`, `flusher`: HW and recovery-point checkpoints, retention,
   and the fsyncs of rolled segments and `flush.ms`, each on its Kafka interval (the
-  fsyncs in a worker thread, on duplicated descriptors);
+  segment fsyncs in a worker thread, on duplicated descriptors; the HW checkpoint,
+  written every second or so, in a worker thread too);
 - `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
 - `memory_releaser`: hands the heap's free pages back to the system every
   `MEMORY_RELEASE_S` (`server_common/malloc_tuning.py`), so RSS falls after a burst;
@@ -165,7 +166,13 @@ class BackgroundTasks:
         while True:
             await trio.sleep(self.intervals.hw_checkpoint_s)
             try:
-                self.replica_manager.checkpoint_high_watermarks()
+                # The HW checkpoint is taken on the loop and written (two fsyncs) in a
+                # worker thread: on the loop it stalled every request once a second.
+                # Only this task writes that file while the broker runs.
+                await trio.to_thread.run_sync(
+                    self.log_manager.write_high_watermarks,
+                    self.replica_manager.high_watermarks_to_checkpoint(),
+                )
                 if trio.current_time() - last_recovery >= self.intervals.recovery_checkpoint_s:
                     self.log_manager.checkpoint_recovery_points()
                     self.log_manager.checkpoint_log_start_offsets()

@@ -117,30 +117,35 @@ def register_broker_metrics(
         "time a fetch waited in the fetch purgatory (long poll) before it was answered; "
         "request_latency_seconds{request=Fetch} minus this is the processing time",
     )
-    fetch_labels = {
-        True: {"request": "Fetch", "fetcher": "follower"},
-        False: {"request": "Fetch", "fetcher": "consumer"},
+    waited = {
+        True: fetch_wait.labelled({"request": "Fetch", "fetcher": "follower"}),
+        False: fetch_wait.labelled({"request": "Fetch", "fetcher": "consumer"}),
     }
-    rm.fetch_waited = lambda from_follower, ms: fetch_wait.observe(
-        ms / 1000.0, fetch_labels[from_follower]
-    )
+    rm.fetch_waited = lambda from_follower, ms: waited[from_follower](ms / 1000.0)
     requests = reg.counter("requests_total", "RequestsPerSec as a running total, per API")
     latency = reg.histogram("request_latency_seconds", "TotalTimeMs per API, in seconds")
     sent = reg.counter("response_bytes_total", "bytes of responses sent, per API")
-    names: dict[int, dict[str, str]] = {}
+    # Per API: (count one, observe the latency, add response bytes), made at first use.
+    updaters: dict[int, tuple] = {}
 
     def observe(api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
-        labels = names.get(api_key)
-        if labels is None:
+        update = updaters.get(api_key)
+        if update is None:
             try:
                 name = ApiKey(api_key).name.title().replace("_", "")
             except ValueError:
                 name = str(api_key)
-            labels = names[api_key] = {"request": name}
-        requests.inc(1, labels)
-        latency.observe(seconds, labels)
+            labels = {"request": name}
+            update = updaters[api_key] = (
+                requests.labelled(labels),
+                latency.labelled(labels),
+                sent.labelled(labels),
+            )
+        count, record_latency, add_sent = update
+        count(1)
+        record_latency(seconds)
         if bytes_out:
-            sent.inc(bytes_out, labels)
+            add_sent(bytes_out)
 
     return observe
 

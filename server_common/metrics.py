@@ -1,7 +1,8 @@
 """Broker metrics: counters, gauges and latency histograms in Prometheus text format.
 
 How it works: a `MetricsRegistry` holds named metrics with optional labels. Counters
-and histograms are updated on the hot path (a dict lookup and an add); gauges are
+and histograms are updated on the hot path (a dict lookup and an add; `labelled(...)`
+gives an updater for one label set, its key made once); gauges are
 callbacks read only when someone scrapes (`render()`) or a snapshot is taken
 (`snapshot()`, the JSON-lines record the Spark job reads). Names follow Kafka's JMX
 names where one exists (UnderReplicatedPartitions, IsrShrinksPerSec...), in Prometheus
@@ -69,6 +70,16 @@ class Counter:
         key = _labels(labels)
         self.values[key] = self.values.get(key, 0) + amount
 
+    def labelled(self, labels: dict[str, str] | None = None) -> Callable[[float], None]:
+        """`inc` for one label set, its key made once (for a per-request hot path)."""
+        key = _labels(labels)
+        values = self.values
+
+        def inc(amount: float = 1) -> None:
+            values[key] = values.get(key, 0) + amount
+
+        return inc
+
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.doc}", f"# TYPE {self.name} counter"]
         for labels, value in sorted(self.values.items()):
@@ -113,15 +124,27 @@ class Histogram:
         self.series: dict[Labels, list] = {}  # labels -> [bucket counts..., sum, count]
 
     def observe(self, value: float, labels: dict[str, str] | None = None) -> None:
+        self.labelled(labels)(value)
+
+    def labelled(self, labels: dict[str, str] | None = None) -> Callable[[float], None]:
+        """`observe` for one label set, its series found once (for a hot path); the
+        series appears when the first value is observed."""
         key = _labels(labels)
-        series = self.series.get(key)
-        if series is None:
-            series = self.series[key] = [0] * (len(self.buckets) + 2)
-        index = bisect.bisect_left(self.buckets, value)
-        if index < len(self.buckets):
-            series[index] += 1
-        series[-2] += value
-        series[-1] += 1
+        buckets, all_series = self.buckets, self.series
+        top = len(buckets)
+        bisect_left = bisect.bisect_left
+
+        def observe(value: float) -> None:
+            series = all_series.get(key)
+            if series is None:
+                series = all_series[key] = [0] * (top + 2)
+            index = bisect_left(buckets, value)
+            if index < top:
+                series[index] += 1
+            series[-2] += value
+            series[-1] += 1
+
+        return observe
 
     def quantile(self, q: float, labels: dict[str, str] | None = None) -> float | None:
         """Estimated quantile (upper bucket bound) from the buckets; None when empty."""

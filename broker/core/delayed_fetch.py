@@ -12,8 +12,10 @@ completes it when any of these holds:
   *below* the fetch offset (the log was truncated): answer now so the fetcher resyncs;
 - Case E: the bytes readable across all partitions reached `min_bytes`.
 
-On expiry it completes as well. Either way `on_complete` re-reads every partition (the
-data may have moved) through the replica manager and responds once.
+On expiry it completes as well. Either way `on_complete` calls `complete(completed_ms)`
+once: the replica manager re-reads every partition (the data may have moved) and
+responds. (The callback gets the time rather than the operation, so no reference cycle
+keeps a completed fetch alive until the garbage collector finds it.)
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class DelayedFetch(DelayedOperation):
         params: FetchParams,
         partitions: dict[TopicPartition, FetchPartitionRequest],
         get_partition: Callable[[TopicPartition], object | None],
-        complete: Callable[[], None],
+        complete: Callable[[int], None],
     ):
         super().__init__(deadline_ms)
         self.params = params
@@ -85,4 +87,4 @@ class DelayedFetch(DelayedOperation):
         return accumulated >= needed  # Case E
 
     def on_complete(self) -> None:
-        self._complete()
+        self._complete(self.completed_ms)

@@ -13,12 +13,15 @@ wheel, since the Trio core is single-threaded):
   key (an append, an HW move, a leadership change); every operation watching it is
   tried. A completed operation is removed from *every* watch list at once (Kafka needed
   a reaper thread for this; we keep the back-references instead), so nothing leaks.
-- Expiry uses one binary heap of (deadline, sequence, op) with lazy deletion: completed
-  operations stay in the heap until popped, and the heap is rebuilt when at least half
-  of it is dead. `expire_due(now_ms)` pops what is due; `next_deadline_ms()` tells the
-  shell when to wake up next, and `wake_at(deadline_ms)` (given by the shell) is called
-  whenever a newly watched operation becomes the earliest deadline, so the shell's
-  timer never has to be reminded by whoever added it. No task sleeps per request.
+- Expiry uses one binary heap of [deadline, sequence, op] entries with lazy deletion: a
+  completed operation's entry stays in the heap until popped, emptied (its op slot set
+  to None, so the operation, its callbacks and its response are freed at once rather
+  than promoted through the garbage collector's generations), and the heap is rebuilt
+  when at least half of it is dead. `expire_due(now_ms)` pops what is due;
+  `next_deadline_ms()` tells the shell when to wake up next, and `wake_at(deadline_ms)`
+  (given by the shell) is called whenever a newly watched operation becomes the
+  earliest deadline, so the shell's timer never has to be reminded by whoever added it.
+  No task sleeps per request.
 
 Only the purgatory calls `try_complete` and `force_complete`, so it always knows when an
 operation finished and can unlink it.
@@ -41,7 +44,15 @@ class DelayedOperation:
     response: called exactly once) and optionally `on_expiration()`.
     """
 
-    __slots__ = ("deadline_ms", "completed", "expired", "completed_ms", "_keys", "_purgatory")
+    __slots__ = (
+        "deadline_ms",
+        "completed",
+        "expired",
+        "completed_ms",
+        "_keys",
+        "_purgatory",
+        "_entry",
+    )
 
     def __init__(self, deadline_ms: int):
         self.deadline_ms = deadline_ms
@@ -50,6 +61,7 @@ class DelayedOperation:
         self.completed_ms = -1  # when it completed (set before on_complete runs)
         self._keys: tuple[Hashable, ...] = ()
         self._purgatory: Purgatory | None = None
+        self._entry: list | None = None  # its heap entry while watched
 
     def try_complete(self, now_ms: int) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -123,7 +135,8 @@ class Purgatory:
         self.name = name
         self._wake_at = wake_at
         self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
-        self._heap: list[tuple[int, int, DelayedOperation]] = []
+        # [deadline, sequence, op] (op None once completed: a dead entry).
+        self._heap: list[list] = []
         self._dead_in_heap = 0
         self._sequence = itertools.count()
         self._pending = 0
@@ -162,9 +175,11 @@ class Purgatory:
         oid = id(op)
         for key in keys:
             self._watchers.setdefault(key, {})[oid] = op
-        heapq.heappush(self._heap, (op.deadline_ms, next(self._sequence), op))
+        entry = [op.deadline_ms, next(self._sequence), op]
+        op._entry = entry
+        heapq.heappush(self._heap, entry)
         self._pending += 1
-        if self._wake_at is not None and self._heap[0][2] is op:
+        if self._wake_at is not None and self._heap[0] is entry:
             self._wake_at(op.deadline_ms)
         return False
 
@@ -185,8 +200,8 @@ class Purgatory:
         expired = 0
         heap = self._heap
         while heap and heap[0][0] <= now_ms:
-            _, _, op = heapq.heappop(heap)
-            if op.completed:
+            op = heapq.heappop(heap)[2]
+            if op is None:
                 self._dead_in_heap -= 1
                 continue
             self._finish(op, now_ms, expired=True, popped=True)
@@ -222,7 +237,9 @@ class Purgatory:
             op._keys = ()
             op._purgatory = None
             self._pending -= 1
+            entry, op._entry = op._entry, None
             if not popped:  # its heap entry is now dead until popped or purged
+                entry[2] = None
                 self._dead_in_heap += 1
                 self._maybe_purge_heap()
         if expired:
@@ -234,15 +251,15 @@ class Purgatory:
 
     def _drop_dead_heads(self) -> None:
         heap = self._heap
-        while heap and heap[0][2].completed:
+        while heap and heap[0][2] is None:
             heapq.heappop(heap)
             self._dead_in_heap -= 1
 
     def _maybe_purge_heap(self) -> None:
         # Purge once the dead are at least as many as the living: amortized O(1) per
-        # completion, and completed operations (with their callbacks) are released.
+        # completion (dead entries hold no operation, only three slots).
         dead = self._dead_in_heap
         if dead >= self._MIN_DEAD_FOR_PURGE and dead * 2 >= len(self._heap):
-            self._heap = [entry for entry in self._heap if not entry[2].completed]
+            self._heap = [entry for entry in self._heap if entry[2] is not None]
             heapq.heapify(self._heap)
             self._dead_in_heap = 0

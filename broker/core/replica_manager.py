@@ -8,8 +8,9 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
   if the HW moved, delayed produces. acks=all parks a `DelayedProduce` in the produce
   purgatory until the HW reaches what was appended. Results go to a `respond` callback.
 - Fetch (`fetch_messages`): reads every partition (followers to the LEO, consumers to
-  the HW). A follower's fetch also records its progress (ISR expand, HW advance). If
-  fewer than min_bytes came back and the fetch may wait, a `DelayedFetch` parks it.
+  the HW). A follower's fetch also records its progress (ISR expand, HW advance) as it
+  arrives. If fewer than min_bytes came back and the fetch may wait, a `DelayedFetch`
+  parks it; its completion reads again and records nothing (as Kafka's).
 - DeleteRecords (`delete_records`): the leader moves each partition's log start offset
   (`Partition.delete_records_on_leader`) and a `DelayedDeleteRecords` waits in its own
   purgatory until every in-sync follower reported a log start offset at least as high
@@ -22,7 +23,7 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
   partition we follow; the shell's fetcher tasks, one per leader, carry its
   OffsetForLeaderEpoch and Fetch requests and hand the answers back.
 - Periodic: `maybe_shrink_isrs` (every replica.lag.time.max.ms / 2),
-  `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks` (checkpointing).
+  `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks_to_checkpoint`.
 
 Effects the shell must carry out are queued as values: `IsrUpdate` (a conditional set
 on the partition state znode; answer with `complete_isr_update`). The core also tells
@@ -271,7 +272,7 @@ class ReplicaManager:
         partitions: dict[TopicPartition, FetchPartitionRequest],
         respond: Callable[[dict[TopicPartition, FetchedPartition]], None],
     ) -> None:
-        results = self._read_and_record(params, partitions, now_ms)
+        results = self._read(params, partitions, now_ms, record_progress=True)
         total = sum(len(r.records) for r in results.values())
         errors = any(r.error_code is not ErrorCode.NONE for r in results.values())
         if params.max_wait_ms <= 0 or not partitions or total >= params.min_bytes or errors:
@@ -279,22 +280,27 @@ class ReplicaManager:
             respond(results)
             return
 
-        def complete() -> None:
-            self.fetch_waited(params.from_follower, max(0, op.completed_ms - now_ms))
-            respond(self._read_and_record(params, partitions, op.completed_ms))
+        def complete(completed_ms: int) -> None:
+            self.fetch_waited(params.from_follower, max(0, completed_ms - now_ms))
+            # Only a read: the follower's progress was recorded when its fetch arrived
+            # (Kafka's DelayedFetch.onComplete does not record it again either).
+            respond(self._read(params, partitions, completed_ms, record_progress=False))
 
         op = DelayedFetch(
             now_ms + params.max_wait_ms, params, partitions, self.get_partition, complete
         )
         self.fetch_purgatory.try_complete_else_watch(op, partitions.keys(), now_ms)
 
-    def _read_and_record(
+    def _read(
         self,
         params: FetchParams,
         partitions: dict[TopicPartition, FetchPartitionRequest],
         now_ms: int,
+        *,
+        record_progress: bool,
     ) -> dict[TopicPartition, FetchedPartition]:
-        """Read every partition; a follower's read also records its progress."""
+        """Read every partition; with `record_progress`, a follower's read also records
+        its progress (ISR expand, HW advance)."""
         results: dict[TopicPartition, FetchedPartition] = {}
         budget = params.max_bytes
         for tp, request in partitions.items():
@@ -302,7 +308,13 @@ class ReplicaManager:
             # Kafka's rule: until some partition returned data, at least one whole batch is
             # returned even if it exceeds the limits, so a big batch never blocks a reader.
             result = self._read_one(
-                tp, request, params, limit, min_one_batch=budget == params.max_bytes, now_ms=now_ms
+                tp,
+                request,
+                params,
+                limit,
+                min_one_batch=budget == params.max_bytes,
+                now_ms=now_ms,
+                record_progress=record_progress,
             )
             budget -= len(result.records)
             results[tp] = result
@@ -317,6 +329,7 @@ class ReplicaManager:
         *,
         min_one_batch: bool,
         now_ms: int,
+        record_progress: bool,
     ) -> FetchedPartition:
         partition = self.partitions.get(tp)
         try:
@@ -346,7 +359,7 @@ class ReplicaManager:
         except Exception:
             log.exception("%s: read failed", tp)
             return FetchedPartition(ErrorCode.KAFKA_STORAGE_ERROR)
-        if params.from_follower:
+        if params.from_follower and record_progress:
             hw_moved, update = partition.update_follower_fetch_state(
                 params.replica_id,
                 request.fetch_offset,
@@ -677,9 +690,15 @@ class ReplicaManager:
         hws.update({tp: p.high_watermark for tp, p in self.partitions.items()})
         return hws
 
+    def high_watermarks_to_checkpoint(self) -> dict[TopicPartition, int]:
+        """The HW of every hosted partition, as `replication-offset-checkpoint` holds
+        them (the shell writes them with `log_manager.write_high_watermarks` in a worker
+        thread: the write fsyncs twice, milliseconds during which no request is served
+        if done on the event loop)."""
+        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
     def checkpoint_high_watermarks(self) -> None:
-        hws = {tp: hw for tp, hw in self.high_watermarks().items() if tp in self.partitions}
-        self.log_manager.write_high_watermarks(hws)
+        self.log_manager.write_high_watermarks(self.high_watermarks_to_checkpoint())
 
     def shutdown(self, now_ms: int) -> None:
         """Clean shutdown: answer everything waiting, checkpoint HWs, close logs."""

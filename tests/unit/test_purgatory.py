@@ -1,5 +1,8 @@
 """Purgatory: try-complete-else-watch, completion by key, expiry, and no leaks."""
 
+import gc
+import weakref
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,6 +90,31 @@ def test_heap_does_not_keep_many_completed_operations():
     assert purgatory.pending == 0
     # Dead heap entries were purged, not kept until their deadlines.
     assert len(purgatory._heap) < 1024
+
+
+def test_a_completed_operation_and_what_it_holds_are_freed_at_once():
+    """Its deadline is far off, yet the operation (and its response) goes as soon as it
+    completes: nothing lingers for the cycle collector to find."""
+
+    class Response:
+        pass
+
+    purgatory = Purgatory("test")
+    op = Waiter(30_000)
+    op.response = Response()
+    response = weakref.ref(op.response)
+    purgatory.try_complete_else_watch(op, ["k"], 0)
+    op.ready = True
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert purgatory.check_and_complete("k", 1) == 1
+        del op
+        assert response() is None
+    finally:
+        if enabled:
+            gc.enable()
+    assert purgatory.next_deadline_ms() is None
 
 
 @settings(max_examples=200, deadline=None)
