@@ -15,7 +15,8 @@
    run wrote, with `poll()` and with `poll_batches()`, each with the client's CPU time
    per record) and the CLI (`tributary consume` into a pipe, next to a plain Python loop
    printing the same lines: the CLI should be bound by printing, not fetching).
-5. End-to-end latency at 10,000 records/s, acks=all, RF 3 (`tributary perf e2e`).
+5. End-to-end latency at 10,000 records/s, acks=all, RF 3 (`tributary perf e2e`), once
+   the disk has written back what the ingest rows left dirty (`settle`; so for row 6).
 6. Broker memory with 1,000 more partitions (RF 3: every broker hosts them all): the
    largest broker RSS idle, and its peak while `tributary perf produce` writes to them.
 Prints figures and reports the headline ones to the table (tests/bench/table.py) with
@@ -234,6 +235,14 @@ def _piped_rate(command: list[str], lines: int, env: dict) -> float:
     return (lines - first.count(b"\n")) / max(elapsed, 1e-6)
 
 
+def settle() -> None:
+    """Let the disk catch up before a latency or memory row: the ingest rows leave
+    gigabytes of dirty pages whose writeback (and the brokers' flushes of the rolled
+    segments) would otherwise stall the next row's appends and checkpoints."""
+    os.sync()
+    time.sleep(1.0)
+
+
 def e2e_latency(cluster: LocalCluster) -> dict:
     result = cli(
         cluster,
@@ -434,6 +443,7 @@ def main() -> None:
                 )
             )
 
+            settle()
             e2e = e2e_latency(cluster)
             print(
                 f"end-to-end latency at {E2E_RATE:,} records/s, acks=all, RF 3: "
@@ -497,6 +507,7 @@ def main() -> None:
             cluster.start(f"broker-{victim}")
             time.sleep(5)
 
+            settle()
             trio.run(create_topics, bootstrap, [NewTopic("thousand", MANY_PARTITIONS, 3)])
             time.sleep(5)  # leaders elected, replicas caught up: idle
             idle = broker_rss(cluster)
