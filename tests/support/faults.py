@@ -31,6 +31,7 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
+from client.protocol.records import BatchHeader, iter_batches
 from client.protocol.types import TopicPartition
 from server_common.network import CLOSE_CONNECTION, NO_RESPONSE, Handler, Reply, error_answer
 
@@ -140,6 +141,18 @@ class FaultPlan:
             r
             for b, sent_by_cluster, r in self.requests
             if isinstance(r, kind) and broker in (None, b) and sent_by_cluster == inter_broker
+        ]
+
+    def produced_batches(self, topic: str) -> list[tuple[int, BatchHeader]]:
+        """(partition, header) of every batch of `topic` in the Produce requests the brokers
+        received from clients, in arrival order."""
+        return [
+            (part.partition, header)
+            for request in self.requests_of(m.ProduceRequest)
+            for t in request.topics
+            if t.name == topic
+            for part in t.partitions
+            for _, header in iter_batches(part.records)
         ]
 
     def take(

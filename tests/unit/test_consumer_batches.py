@@ -29,22 +29,11 @@ from client.protocol.records import (
 )
 from client.protocol.types import TopicPartition
 from tests.support.cluster import TestCluster, open_test_cluster
+from tests.unit.test_consumer_decode import records
 from tests.unit.test_group_consumer import cluster_for_groups, group_consumer
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
-
-records = st.lists(
-    st.builds(
-        Record,
-        st.none() | st.binary(max_size=8),
-        st.none() | st.binary(max_size=32),
-        st.integers(0, 2**41),
-        st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=4)), max_size=2),
-    ),
-    min_size=1,
-    max_size=20,
-)
 
 
 # --- decode_columns --------------------------------------------------------------------

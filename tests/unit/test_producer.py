@@ -38,13 +38,7 @@ T0 = TopicPartition("t", 0)
 
 def batch_sizes(cluster: TestCluster, tp: TopicPartition = T0) -> list[int]:
     """Record counts of each batch of `tp` in each Produce request, in arrival order."""
-    sizes = []
-    for request in cluster.requests_of(m.ProduceRequest):
-        for topic in request.topics:
-            for part in topic.partitions:
-                if (topic.name, part.partition) == tp:
-                    sizes.extend(h.records_count for _, h in iter_batches(part.records))
-    return sizes
+    return [h.records_count for p, h in cluster.produced_batches(tp.topic) if p == tp.partition]
 
 
 # --- batching --------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from client.producer import Producer, idempotence_enabled, open_producer
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
-from client.protocol.records import iter_batches
 from client.protocol.types import TopicPartition
 from tests.support import producer_faults
 from tests.support.cluster import open_test_cluster
@@ -23,13 +22,7 @@ T0 = TopicPartition("t", 0)
 
 
 def sent_headers(cluster, tp=T0):
-    out = []
-    for request in cluster.requests_of(m.ProduceRequest):
-        for topic in request.topics:
-            for part in topic.partitions:
-                if (topic.name, part.partition) == tp:
-                    out.extend(h for _, h in iter_batches(part.records))
-    return out
+    return [h for p, h in cluster.produced_batches(tp.topic) if p == tp.partition]
 
 
 async def test_a_retry_after_a_lost_answer_is_not_written_twice(autojump_clock):

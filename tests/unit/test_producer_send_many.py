@@ -33,7 +33,6 @@ from client.producer import (
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
-from client.protocol.records import iter_batches
 from client.protocol.types import TopicPartition
 from tests.support import producer_faults
 from tests.support.cluster import TestCluster, open_test_cluster
@@ -43,15 +42,7 @@ T0 = TopicPartition("t", 0)
 
 def batches_per_partition(cluster: TestCluster, topic: str) -> list[tuple[int, int]]:
     """(partition, record count) of each batch of `topic`, in arrival order."""
-    out = []
-    for request in cluster.requests_of(m.ProduceRequest):
-        for t in request.topics:
-            if t.name == topic:
-                for part in t.partitions:
-                    out.extend(
-                        (part.partition, h.records_count) for _, h in iter_batches(part.records)
-                    )
-    return out
+    return [(p, h.records_count) for p, h in cluster.produced_batches(topic)]
 
 
 # --- the same outcome as send() ----------------------------------------------------------
