@@ -425,6 +425,13 @@ class DeliveryHandles(Sequence[DeliveryHandle]):
     async def wait(self) -> list[RecordMetadata]:
         for batch, _, _ in self._runs:
             await batch.done.wait()
+        return self.results()
+
+    def results(self) -> list[RecordMetadata]:
+        """Every record's metadata in order (raises the first failure); `RuntimeError`
+        if not done yet."""
+        if not self.done():
+            raise RuntimeError("not every record has been acknowledged yet")
         out: list[RecordMetadata] = []
         for batch, first, count in self._runs:
             if batch.error is not None:

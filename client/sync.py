@@ -18,16 +18,22 @@ in on_revoked, say).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import trio
 
 from client.admin import Admin, open_admin
-from client.consumer import Consumer, ConsumerRecord, open_consumer
+from client.consumer import Consumer, ConsumerBatch, ConsumerRecord, open_consumer
 from client.group_offsets import OffsetAndEpoch
-from client.producer import DeliveryHandle, Producer, RecordMetadata, open_producer
+from client.producer import (
+    DeliveryHandle,
+    DeliveryHandles,
+    Producer,
+    RecordMetadata,
+    open_producer,
+)
 from client.protocol.types import TopicPartition
 
 T = TypeVar("T")
@@ -150,6 +156,35 @@ class SyncDeliveryHandle:
         return self._portal.run(wait)
 
 
+class SyncDeliveryHandles:
+    """The outcome of one `SyncProducer.send_many()`: `len()`, `done()`, and `get()`
+    for every record's `RecordMetadata` in the order given (the first failure raised)."""
+
+    def __init__(self, portal: _Portal, handles: DeliveryHandles) -> None:
+        self._portal = portal
+        self._handles = handles
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    def done(self) -> bool:
+        return self._handles.done()
+
+    def get(self, timeout: float | None = None) -> list[RecordMetadata]:
+        """Wait for every acknowledgement; `TimeoutError` after `timeout` seconds."""
+
+        async def wait() -> list[RecordMetadata]:
+            if timeout is None:
+                return await self._handles
+            with trio.move_on_after(timeout):
+                return await self._handles
+            raise TimeoutError(f"not every record acknowledged within {timeout} s")
+
+        if self._handles.done():
+            return self._handles.results()
+        return self._portal.run(wait)
+
+
 class SyncProducer(_Facade):
     """`Producer` for synchronous code; keyword arguments as `open_producer`."""
 
@@ -172,6 +207,24 @@ class SyncProducer(_Facade):
             )
 
         return SyncDeliveryHandle(self._portal, self._portal.run(send))
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | str | None],
+        keys: Sequence[bytes | str | None] | None = None,
+        partition: int | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | str]]] | None = None,
+        timestamp_ms: int | Sequence[int] | None = None,
+    ) -> SyncDeliveryHandles:
+        """`Producer.send_many()`: many records in one call into the loop."""
+
+        async def send_many() -> DeliveryHandles:
+            return await self.producer.send_many(
+                topic, values, keys, partition, headers, timestamp_ms
+            )
+
+        return SyncDeliveryHandles(self._portal, self._portal.run(send_many))
 
     def flush(self) -> None:
         self._portal.run(self.producer.flush)
@@ -204,6 +257,9 @@ class SyncConsumer(_Facade):
 
     def poll(self, timeout_ms: float = 0) -> list[ConsumerRecord]:
         return self._portal.run(self.consumer.poll, timeout_ms)
+
+    def poll_batches(self, timeout_ms: float = 0) -> list[ConsumerBatch]:
+        return self._portal.run(self.consumer.poll_batches, timeout_ms)
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._portal.run(self.consumer.partitions_for, topic)

@@ -55,6 +55,34 @@ def test_admin_producer_consumer_round_trip(runner):
         assert consumer.poll(2_000)[0].offset == 1
 
 
+def test_the_batch_paths_send_many_and_poll_batches(runner):
+    runner.call(runner.cluster.create_topic, "b", 2)
+    values = [f"v{i}".encode() for i in range(500)]
+    with SyncProducer(runner.cluster.bootstrap, linger_ms=5, acks="all") as producer:
+        handles = producer.send_many("b", values, keys=[f"k{i % 7}" for i in range(500)])
+        assert len(handles) == 500
+        metadata = handles.get(timeout=10)
+        assert handles.done() and len(metadata) == 500
+        assert metadata == handles.get()  # done: answered without the loop
+        with pytest.raises(ValueError):
+            producer.send_many("b", [b"x", b"y"], keys=[b"only-one"])
+    by_partition = {p: [m.offset for m in metadata if m.partition == p] for p in (0, 1)}
+    assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())
+
+    with SyncConsumer(runner.cluster.bootstrap) as consumer:
+        consumer.assign([("b", 0), ("b", 1)])
+        consumer.seek_to_beginning()
+        got: dict[bytes, tuple[int, int]] = {}
+        for _ in range(20):  # bounded: 20 polls of up to 2 s
+            if len(got) == 500:
+                break
+            for batch in consumer.poll_batches(2_000):
+                assert batch.offsets == sorted(batch.offsets)
+                for offset, value in zip(batch.offsets, batch.values, strict=True):
+                    got[value] = (batch.partition, offset)
+    assert got == {v: (m.partition, m.offset) for v, m in zip(values, metadata, strict=True)}
+
+
 def test_closing_flushes_and_later_calls_fail(runner):
     runner.call(runner.cluster.create_topic, "t", 1)
     producer = SyncProducer(runner.cluster.bootstrap, linger_ms=60_000)
