@@ -13,8 +13,8 @@ what comes back, nothing more:
   it sooner;
 - `checkpointer`, `retention`, `flusher`: HW and recovery-point checkpoints, retention,
   and the fsyncs of rolled segments and `flush.ms`, each on its Kafka interval (the
-  segment fsyncs in a worker thread, on duplicated descriptors; the HW checkpoint,
-  written every second or so, in a worker thread too);
+  segment fsyncs in a worker thread, on duplicated descriptors; the checkpoints are
+  snapshots taken on the loop and written, with their fsyncs, in a worker thread too);
 - `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
 - `memory_releaser`: hands the heap's free pages back to the system every
   `MEMORY_RELEASE_S` (`server_common/malloc_tuning.py`), so RSS falls after a burst;
@@ -93,6 +93,7 @@ class BackgroundTasks:
         self.log_scrubber: LogScrubber | None = None  # set by the server when enabled
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrUpdate](math.inf)
         self._reaper_wakeup = trio.Event()
+        self._offsets_checkpoint_lock = trio.Lock()
 
     # -- the core's callbacks (given to the ReplicaManager) ------------------------------
     def emit_isr_update(self, update: IsrUpdate) -> None:
@@ -174,11 +175,27 @@ class BackgroundTasks:
                     self.replica_manager.high_watermarks_to_checkpoint(),
                 )
                 if trio.current_time() - last_recovery >= self.intervals.recovery_checkpoint_s:
-                    self.log_manager.checkpoint_recovery_points()
-                    self.log_manager.checkpoint_log_start_offsets()
+                    await self._checkpoint_offsets(recovery_points=True)
                     last_recovery = trio.current_time()
             except OSError as exc:
                 log.error("checkpoint failed: %s", exc)
+
+    async def _checkpoint_offsets(self, *, recovery_points: bool) -> None:
+        """Write the log-start (and recovery-point) checkpoints in a worker thread (two
+        fsyncs each: on the loop they stalled every request). The lock makes this the
+        one writer of those files while the broker runs, and as each snapshot is taken
+        under it, a later snapshot is never overwritten by an earlier one."""
+        async with self._offsets_checkpoint_lock:
+            manager = self.log_manager
+            starts = manager.log_start_offsets()
+            points = manager.recovery_points() if recovery_points else None
+
+            def write() -> None:
+                if points is not None:
+                    manager.write_recovery_points(points)
+                manager.write_log_start_offsets(starts)
+
+            await trio.to_thread.run_sync(write)
 
     async def memory_releaser(self) -> None:
         while True:
@@ -190,10 +207,13 @@ class BackgroundTasks:
             await trio.sleep(self.intervals.retention_check_s)
             try:
                 deleted = self.log_manager.run_retention(
-                    self.now_ms(), high_watermarks=self.replica_manager.high_watermarks()
+                    self.now_ms(),
+                    high_watermarks=self.replica_manager.high_watermarks(),
+                    checkpoint=False,
                 )
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)
+                    await self._checkpoint_offsets(recovery_points=False)
             except Exception:
                 log.exception("retention failed")
 

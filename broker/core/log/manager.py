@@ -20,7 +20,8 @@ The broker owns `replication-offset-checkpoint` (high watermarks) through
 `read_high_watermarks`/`write_high_watermarks`, and drives the periodic work:
 `run_retention`, `due_flushes` (flush.ms and rolled-but-unflushed segments, as
 `PendingFlush`es the broker runs in a worker thread; `flush_dirty` runs them in place),
-`checkpoint_recovery_points`, `checkpoint_log_start_offsets`. `close` is the clean
+`checkpoint_recovery_points`, `checkpoint_log_start_offsets` (or a snapshot taken on the
+loop, `recovery_points()`, and its write in a worker thread). `close` is the clean
 shutdown path: flush, close, checkpoint, mark clean, unlock.
 """
 
@@ -241,10 +242,25 @@ class LogManager:
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint_recovery_points(self) -> None:
-        self._recovery_points.write({tp: log.recovery_point for tp, log in self._logs.items()})
+        self.write_recovery_points(self.recovery_points())
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._log_starts.write({tp: log.log_start_offset for tp, log in self._logs.items()})
+        self.write_log_start_offsets(self.log_start_offsets())
+
+    def recovery_points(self) -> dict[TopicPartition, int]:
+        return {tp: log.recovery_point for tp, log in self._logs.items()}
+
+    def log_start_offsets(self) -> dict[TopicPartition, int]:
+        return {tp: log.log_start_offset for tp, log in self._logs.items()}
+
+    def write_recovery_points(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Write the `recovery-point-offset-checkpoint` from a snapshot taken earlier
+        (`recovery_points()`); safe in a worker thread while one writer at a time runs."""
+        self._recovery_points.write(offsets)
+
+    def write_log_start_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """`write_recovery_points` for the `log-start-offset-checkpoint`."""
+        self._log_starts.write(offsets)
 
     def checkpoint_cleaner_offsets(self) -> None:
         """Write `cleaner-offset-checkpoint`: the cleaner checkpoint of every log that has
@@ -276,10 +292,16 @@ class LogManager:
     # ------------------------------------------------------------------ periodic work
 
     def run_retention(
-        self, now_ms: int, *, high_watermarks: Mapping[TopicPartition, int] | None = None
+        self,
+        now_ms: int,
+        *,
+        high_watermarks: Mapping[TopicPartition, int] | None = None,
+        checkpoint: bool = True,
     ) -> int:
         """Apply retention to every log; segments deleted in total. With
-        `high_watermarks`, a log only loses segments wholly below its HW."""
+        `high_watermarks`, a log only loses segments wholly below its HW. When segments
+        went, the log start offsets are checkpointed, unless `checkpoint` is False (the
+        broker then writes them itself, in a worker thread)."""
         deleted = 0
         for tp, log in self._logs.items():
             hw = high_watermarks.get(tp) if high_watermarks is not None else None
@@ -287,7 +309,7 @@ class LogManager:
                 continue
             deleted += log.delete_old_segments(now_ms, high_watermark=hw)
             log.remove_expired_producers(now_ms, self.producer_expiration_ms)
-        if deleted:
+        if deleted and checkpoint:
             self.checkpoint_log_start_offsets()
         return deleted
 
