@@ -145,15 +145,21 @@ class SyncDeliveryHandle:
         after the producer is closed too (its outcome is known by then)."""
         if self._handle.done():
             return self._handle.result()
+        return _wait_on_loop(self._portal, self._handle, timeout, "no acknowledgement")
 
-        async def wait() -> RecordMetadata:
-            if timeout is None:
-                return await self._handle
-            with trio.move_on_after(timeout):
-                return await self._handle
-            raise TimeoutError(f"no acknowledgement within {timeout} s")
 
-        return self._portal.run(wait)
+def _wait_on_loop(portal: _Portal, awaitable: Any, timeout: float | None, what: str) -> Any:
+    """Await `awaitable` (a handle: awaitable again each time) on the portal's loop;
+    `TimeoutError` saying `what` after `timeout` seconds."""
+
+    async def wait() -> Any:
+        if timeout is None:
+            return await awaitable
+        with trio.move_on_after(timeout):
+            return await awaitable
+        raise TimeoutError(f"{what} within {timeout} s")
+
+    return portal.run(wait)
 
 
 class SyncDeliveryHandles:
@@ -172,17 +178,9 @@ class SyncDeliveryHandles:
 
     def get(self, timeout: float | None = None) -> list[RecordMetadata]:
         """Wait for every acknowledgement; `TimeoutError` after `timeout` seconds."""
-
-        async def wait() -> list[RecordMetadata]:
-            if timeout is None:
-                return await self._handles
-            with trio.move_on_after(timeout):
-                return await self._handles
-            raise TimeoutError(f"not every record acknowledged within {timeout} s")
-
         if self._handles.done():
             return self._handles.results()
-        return self._portal.run(wait)
+        return _wait_on_loop(self._portal, self._handles, timeout, "not every acknowledgement")
 
 
 class SyncProducer(_Facade):
