@@ -87,11 +87,17 @@ def test_closing_flushes_and_later_calls_fail(runner):
     runner.call(runner.cluster.create_topic, "t", 1)
     producer = SyncProducer(runner.cluster.bootstrap, linger_ms=60_000)
     handle = producer.send("t", b"v")
+    lingering = producer.send_many("t", [b"w", b"x"])
+    with pytest.raises(TimeoutError, match="not every acknowledgement within 0.2 s"):
+        lingering.get(timeout=0.2)
+    with pytest.raises(TimeoutError, match="no acknowledgement within 0.2 s"):
+        handle.get(timeout=0.2)
     producer.close()  # flushes: no waiting for the 60 s linger
     assert handle.get(timeout=1).offset == 0
+    assert [m.offset for m in lingering.get(timeout=1)] == [1, 2]
     with pytest.raises(RuntimeError, match="closed"):
         producer.send("t", b"late")
-    assert runner.call(runner.cluster.values, ("t", 0)) == [b"v"]
+    assert runner.call(runner.cluster.values, ("t", 0)) == [b"v", b"w", b"x"]
 
 
 def test_an_unreachable_cluster_raises_from_the_constructor():
