@@ -24,7 +24,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from server_common.properties import ConfigKey, at_least
 
@@ -77,7 +77,7 @@ class JsonLinesFile:
         self.path = path
         self.max_bytes = max_bytes
         self.keep = keep
-        self._file = None
+        self._file: TextIO | None = None
         self._size = 0
         self._open()
 

@@ -49,7 +49,7 @@ import contextvars
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -77,7 +77,7 @@ SMALL_READ = 64 * 1024
 class Bound:
     """Listeners bound for one address, and the port they got (port 0 picks one)."""
 
-    listeners: list[trio.abc.Listener]
+    listeners: Sequence[trio.abc.Listener]
     port: int
 
 
@@ -257,8 +257,7 @@ async def serve_connection(
             deadline = math.inf if idle_timeout_s is None else activity.last + idle_timeout_s
             with trio.move_on_at(deadline):
                 size = READ_CHUNK if pool is None else SMALL_READ
-                progress = protocol.incomplete_frame() if pool is not None else None
-                if progress is not None:
+                if pool is not None and (progress := protocol.incomplete_frame()) is not None:
                     total, buffered = progress
                     if pool.bounded and total > pool.capacity:
                         raise FramingError(
@@ -275,6 +274,7 @@ async def serve_connection(
                 data = await stream.receive_some(size)
                 activity.last = trio.current_time()
                 return data
+            assert idle_timeout_s is not None  # no deadline without an idle timeout
             now = trio.current_time()
             if now < activity.last + idle_timeout_s:
                 continue  # something moved since this deadline was set
@@ -343,6 +343,7 @@ async def serve_connection(
     async def writer() -> None:
         async with receive_queue:
             async for header, started, outcome in receive_queue:
+                payload: bytes | FrameParts
                 if isinstance(outcome, _Frame):
                     payload = outcome.data
                 else:
@@ -350,7 +351,7 @@ async def serve_connection(
                         outcome = await outcome.wait()
                     payload = _encode(protocol, header, outcome)
                 try:
-                    if type(payload) is FrameParts:
+                    if isinstance(payload, FrameParts):
                         for part in payload:  # big record batches as read, not copied
                             await stream.send_all(part)
                     else:

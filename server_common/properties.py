@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 
 class ConfigError(ValueError):
@@ -50,6 +50,14 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "str": lambda s: s.strip(),
     "list": _parse_list,
 }
+# What a value given as a Python object (not a string) must be, per config type.
+_EXPECTED_TYPES: dict[str, type | tuple[type, ...]] = {
+    "int": int,
+    "bool": bool,
+    "str": str,
+    "list": list,
+    "float": (int, float),
+}
 
 
 @dataclass(frozen=True)
@@ -68,13 +76,7 @@ class ConfigKey:
                 raise ConfigError(f"{self.name}: {exc}") from None
         else:
             value = raw
-            expected = {
-                "int": int,
-                "bool": bool,
-                "str": str,
-                "list": list,
-                "float": (int, float),
-            }[self.type]
+            expected = _EXPECTED_TYPES[self.type]
             if not isinstance(value, expected) or (
                 self.type in ("int", "float") and isinstance(value, bool)
             ):
@@ -163,8 +165,14 @@ class PropertiesConfig:
 
     values: dict[str, Any]
 
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        """Subclasses parse `values` with their `ConfigDef`."""
+        self.values = dict(values)
+
     @classmethod
-    def load(cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None):
+    def load(
+        cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
+    ) -> Self:
         return cls(load_properties(path, overrides))
 
     def __getitem__(self, key: str) -> Any:

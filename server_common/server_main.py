@@ -76,9 +76,10 @@ def run_server(
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # e.g. ZooKeeper unreachable at start: one line, not a trace
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]
-        logging.getLogger(what).error("%s stopped: %r", what, exc)
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]
+        logging.getLogger(what).error("%s stopped: %r", what, cause)
         return 1
     return 0
 

@@ -230,7 +230,7 @@ class KazooZooKeeper:
         await self._run(ensure_all)
 
     # -- pipelined batches -------------------------------------------------------------
-    def _collect(self, pending: list, on_error: Callable[[ZkError], Any]) -> list:
+    def _collect(self, pending: list, on_error: Callable[[BaseException], Any]) -> list:
         """Wait for kazoo async results in order; a failed one becomes `on_error(exc)`."""
         results = []
         for item in pending:
@@ -240,7 +240,7 @@ class KazooZooKeeper:
                 results.append(on_error(_translate(exc)))
         return results
 
-    async def _pipelined(self, start: Callable[[], list], on_error: Callable[[ZkError], Any]):
+    async def _pipelined(self, start: Callable[[], list], on_error: Callable[[BaseException], Any]):
         return await self._run(lambda: self._collect(start(), on_error))
 
     async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
@@ -295,7 +295,7 @@ class KazooZooKeeper:
                     else:
                         raise ValueError(f"unknown ZooKeeper op kind {op.kind!r}")
                 pending.append(tx.commit_async())
-            results = []
+            results: list[Any] = []
             for item in pending:
                 try:
                     answer = item.get(timeout=self.session_timeout_ms / 1000)
@@ -369,7 +369,7 @@ def _op_result(result: Any) -> Any:
     return result
 
 
-def _none_if_missing(exc: ZkError) -> None:
+def _none_if_missing(exc: BaseException) -> None:
     if isinstance(exc, NoNodeError):
         return None
     raise exc

@@ -228,7 +228,7 @@ class ErrorCode(IntEnum):
     def from_code(cls, code: int) -> ErrorCode:
         """The member for `code`; UNKNOWN_SERVER_ERROR for numbers this version does not know."""
         try:
-            return cls(code)
+            return cls(code)  # type: ignore[call-arg]  # a lookup by value; mypy sees __new__
         except ValueError:
             return cls.UNKNOWN_SERVER_ERROR
 

@@ -101,6 +101,10 @@ def empty_list() -> Any:
     return dataclasses.field(default_factory=list)
 
 
+# A type checker then knows each struct's generated keyword-only __init__ and frozen fields.
+@typing.dataclass_transform(
+    frozen_default=True, kw_only_default=True, field_specifiers=(dataclasses.field,)
+)
 def struct(cls: type[T]) -> type[T]:
     """Make `cls` a frozen, slotted, keyword-only dataclass with a wire schema.
 
@@ -221,10 +225,13 @@ def _define(source: str, name: str, cls: type, namespace: dict[str, Any]) -> Any
 # --- decoders ----------------------------------------------------------------------------
 
 
+_CONTAINER_NAMES: dict[type, str] = {dict: "map", list: "list"}
+
+
 def _type_name(value: Any) -> str:
     if value is None:
         return "nil"
-    return {dict: "map", list: "list"}.get(type(value), type(value).__name__)
+    return _CONTAINER_NAMES.get(type(value), type(value).__name__)
 
 
 def _mismatch(expected: str, value: Any) -> SchemaError:

@@ -18,9 +18,10 @@ twice. Every request carries the controller id and epoch and the target's broker
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
 from client.protocol import messages as m
 from client.protocol.types import TopicPartition
@@ -28,12 +29,16 @@ from controller.core.context import ControllerContext
 from server_common.zkdata import LEADER_DURING_DELETE
 
 
-class _All:
+class _All(enum.Enum):
+    """"Every partition": a singleton a type checker can narrow (`tps is ALL_PARTITIONS`)."""
+
+    ALL_PARTITIONS = "all"
+
     def __repr__(self) -> str:
         return "ALL_PARTITIONS"
 
 
-ALL_PARTITIONS: Any = _All()
+ALL_PARTITIONS: Final = _All.ALL_PARTITIONS
 
 # StopReplica's leader epoch when the log is deleted: brokers then never fence the request
 # (Kafka's LeaderAndIsr.EpochDuringDelete).
@@ -90,8 +95,10 @@ class RequestBatch:
                 continue
             if tps is ALL_PARTITIONS:
                 self._metadata[broker] = ALL_PARTITIONS
+            elif current is None:
+                self._metadata[broker] = set(tps)
             else:
-                self._metadata.setdefault(broker, set()).update(tps)
+                current.update(tps)
 
     def add_update_metadata_to_all(self, tps: Iterable[TopicPartition] | _All = ()) -> None:
         if tps is not ALL_PARTITIONS:
