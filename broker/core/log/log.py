@@ -83,6 +83,8 @@ from broker.core.log.validator import (
 from client.protocol.records import NO_TIMESTAMP, BatchHeader, validate_batches
 from client.protocol.types import TopicPartition
 
+# Log, and the names importers found here before they moved beside it (local_log.py,
+# loader.py, flush.py, validator.py): the broker shell imports PendingFlush from here.
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
