@@ -4,4 +4,27 @@ Nothing under this package imports trio, kazoo, socket, time or threading (a tes
 it): time comes in as `now_ms` arguments and decisions go out as values (`IsrUpdate`
 effects) or through the callbacks the shell gives it (`wake_at`, `followers_changed`).
 The log store does synchronous file I/O with `os`, driven by those calls.
+
+Map:
+- `log/`: the segmented log store (Log, LocalLog, LogLoader, segments, indexes, leader
+  epochs, producer state, LogManager, the cleaner);
+- `group/`: the group coordinator (membership, rebalances, committed offsets);
+- `replica_manager.py`: `ReplicaManager`, every hosted partition and the purgatories:
+  produce, fetch, DeleteRecords, ListOffsets, ISR maintenance;
+- `role_changes.py`: LeaderAndIsr and StopReplica applied to the replicas;
+- `replication.py`: replication's settings, counters and fetched-partition value;
+- `partition.py`: one partition replica: leader or follower, its ISR and HW;
+- `replica.py`: what a leader knows about one follower;
+- `isr.py`: the ISR with one change waiting for ZooKeeper; `isr_propagation.py`: the
+  throttled publication of ISR changes;
+- `follower_fetch.py`: the follower side of replication (what to fetch from each
+  leader, what its answers mean); `truncation.py`: where a new follower truncates;
+- `purgatory.py`: delayed operations and their purgatory; `delayed_produce.py`,
+  `delayed_fetch.py`, `delayed_delete_records.py`: the three the replica manager parks;
+- `metadata_cache.py`: the cluster as the controller's UpdateMetadata describes it;
+- `assignment.py`: replica assignment for new topics and partitions;
+  `partition_limits.py`: the partition-count limits CreateTopics/CreatePartitions check;
+- `producer_ids.py`: idempotent producers' ids, from blocks claimed in ZooKeeper;
+- `scrub.py`: the scrubber's decisions (what to check next, how to repair);
+- `errors.py`: `PartitionError`, a Kafka error code with a message.
 """

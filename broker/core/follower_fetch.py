@@ -36,7 +36,7 @@ from client.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from broker.core.partition import Partition
-    from broker.core.replica_manager import (
+    from broker.core.replication import (
         FetchedPartition,
         ReplicaManagerStats,
         ReplicationConfig,

@@ -16,9 +16,11 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
   purgatory until every in-sync follower reported a log start offset at least as high
   (followers copy the leader's from fetch responses); whole segments below it go at the
   next retention run, and the offset is checkpointed with the others.
-- LeaderAndIsr (`become_leader_or_follower`): rejects a stale controller epoch and
-  older leader epochs, creates logs, turns partitions into leaders or followers. A
-  partition that starts following a (new) leader enters the TRUNCATING phase.
+- LeaderAndIsr (`become_leader_or_follower`) and StopReplica (`stop_replicas`) are
+  `RoleChanges`' (role_changes.py): it rejects a stale controller epoch and older
+  leader epochs, creates logs, turns partitions into leaders or followers (a partition
+  that starts following a (new) leader enters the TRUNCATING phase) or takes them
+  offline, and the delayed operations of every changed partition are checked again.
 - Follower side: `self.followers` (follower_fetch.py) keeps the fetch state of every
   partition we follow; the shell's fetcher tasks, one per leader, carry its
   OffsetForLeaderEpoch and Fetch requests and hand the answers back.
@@ -40,7 +42,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from broker.core.delayed_delete_records import (
     DelayedDeleteRecords,
@@ -59,61 +60,27 @@ from broker.core.partition import (
     IsrUpdateSucceeded,
     Partition,
     PartitionStateUpdate,
-    Role,
 )
 from broker.core.purgatory import Purgatory
+from broker.core.replication import FetchedPartition, ReplicaManagerStats, ReplicationConfig
+from broker.core.role_changes import BecomeResult, RoleChanges
 from broker.core.truncation import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from client.protocol.errors import ErrorCode
 from client.protocol.records import RecordError
 from client.protocol.types import TopicPartition
 
+# The shell imports these from here (some are defined beside the replica manager).
+__all__ = [
+    "BecomeResult",
+    "FetchedPartition",
+    "ReplicaManager",
+    "ReplicaManagerStats",
+    "ReplicationConfig",
+]
+
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, dict], None]
-
-
-@dataclass(frozen=True)
-class ReplicationConfig:
-    """The replication settings the core needs (Kafka names in comments; Kafka defaults)."""
-
-    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
-    replica_fetch_max_bytes: int = 1_048_576  # replica.fetch.max.bytes
-    replica_fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
-    replica_fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms
-    replica_fetch_min_bytes: int = 1  # replica.fetch.min.bytes
-    replica_fetch_backoff_ms: int = 1_000  # replica.fetch.backoff.ms
-    isr_change_propagation_blackout_ms: int = 5_000  # isr.change.propagation.blackout.ms
-    isr_change_propagation_interval_ms: int = 60_000  # isr.change.propagation.interval.ms
-
-
-@dataclass
-class ReplicaManagerStats:
-    isr_shrinks: int = 0
-    isr_expands: int = 0
-    failed_isr_updates: int = 0
-    truncations: int = 0
-    corrupt_fetches: int = 0  # follower fetch responses refused for a bad batch CRC
-    bytes_in: int = 0
-    bytes_out: int = 0
-    messages_in: int = 0
-    duplicate_batches: int = 0  # idempotent producers' retries answered with the first write
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedPartition:
-    """One partition of a fetch response, as the core produces or consumes it."""
-
-    error_code: ErrorCode
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    records: bytes = b""
-
-
-@dataclass(frozen=True, slots=True)
-class BecomeResult:
-    error_code: ErrorCode
-    partition_errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
 
 
 class ReplicaManager:
@@ -134,14 +101,11 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.config = config
-        self._log_config_for = log_config_for
         self._events = events or (lambda kind, data: None)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = Purgatory("Produce", wake_at)
         self.fetch_purgatory = Purgatory("Fetch", wake_at)
         self.delete_records_purgatory = Purgatory("DeleteRecords", wake_at)
-        self._followers_changed = followers_changed or (lambda: None)
-        self.controller_epoch = -1
         self.isr_changes = IsrChangePropagation(
             config.isr_change_propagation_blackout_ms, config.isr_change_propagation_interval_ms
         )
@@ -155,7 +119,17 @@ class ReplicaManager:
         )
         self._effects: list[IsrUpdate] = []
         self._emit: Callable[[IsrUpdate], None] = effects or self._effects.append
-        self._checkpointed_hw = log_manager.read_high_watermarks()
+        # LeaderAndIsr and StopReplica (role_changes.py).
+        self.roles = RoleChanges(
+            broker_id,
+            self.partitions,
+            self.followers,
+            log_manager,
+            log_config_for,
+            events=self._events,
+            recheck=self._recheck_delayed,
+            followers_changed=followers_changed or (lambda: None),
+        )
 
     # -- lookups -------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -250,7 +224,7 @@ class ReplicaManager:
         # Followers may be waiting for exactly this data.
         self.fetch_purgatory.check_and_complete(tp, now_ms)
         if partition.high_watermark != hw_before:
-            self._hw_moved(tp, now_ms)
+            self._recheck_delayed(tp, now_ms)
         result = ProduceResult(
             ErrorCode.NONE,
             base_offset=info.first_offset,
@@ -259,7 +233,8 @@ class ReplicaManager:
         )
         return result, info
 
-    def _hw_moved(self, tp: TopicPartition, now_ms: int) -> None:
+    def _recheck_delayed(self, tp: TopicPartition, now_ms: int) -> None:
+        """`tp`'s HW, ISR or role changed: its delayed operations may complete now."""
         self.produce_purgatory.check_and_complete(tp, now_ms)
         self.fetch_purgatory.check_and_complete(tp, now_ms)
         self.delete_records_purgatory.check_and_complete(tp, now_ms)
@@ -370,7 +345,7 @@ class ReplicaManager:
             if update is not None:
                 self._emit(update)
             if hw_moved:
-                self._hw_moved(tp, now_ms)
+                self._recheck_delayed(tp, now_ms)
             else:  # the follower's log start offset may have moved (DeleteRecords)
                 self.delete_records_purgatory.check_and_complete(tp, now_ms)
         self.stats.bytes_out += len(info.records)
@@ -470,107 +445,18 @@ class ReplicaManager:
         return ErrorCode.NONE, found_ts, offset, partition.leader_epoch
 
     # -- controller requests --------------------------------------------------------
+    @property
+    def controller_epoch(self) -> int:
+        return self.roles.controller_epoch
+
     def become_leader_or_follower(
         self,
         now_ms: int,
         controller_epoch: int,
         states: list[PartitionStateUpdate],
     ) -> BecomeResult:
-        if controller_epoch < self.controller_epoch:
-            log.warning(
-                "ignoring LeaderAndIsr from controller epoch %d (current %d)",
-                controller_epoch,
-                self.controller_epoch,
-            )
-            return BecomeResult(ErrorCode.STALE_CONTROLLER_EPOCH)
-        self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, ErrorCode] = {}
-        changed: list[TopicPartition] = []
-        for state in states:
-            tp = state.topic_partition
-            if self.broker_id not in state.replicas:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            partition = self.partitions.get(tp)
-            if partition is not None and state.leader_epoch <= partition.leader_epoch:
-                if state.leader_epoch < partition.leader_epoch or partition.role is not Role.NONE:
-                    log.info(
-                        "%s: ignoring LeaderAndIsr at leader epoch %d (current %d)",
-                        tp,
-                        state.leader_epoch,
-                        partition.leader_epoch,
-                    )
-                    errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
-                    continue
-            try:
-                partition = partition or self._create_partition(tp, now_ms)
-                if state.leader == self.broker_id:
-                    self._make_leader(partition, state, now_ms)
-                else:
-                    self._make_follower(partition, state, now_ms)
-            except Exception as exc:
-                log.exception("%s: failed to apply LeaderAndIsr", tp)
-                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
-                self._events("error", {"partition": str(tp), "error": str(exc)})
-                continue
-            errors[tp] = ErrorCode.NONE
-            changed.append(tp)
-        for tp in changed:
-            self.produce_purgatory.check_and_complete(tp, now_ms)
-            self.fetch_purgatory.check_and_complete(tp, now_ms)
-            self.delete_records_purgatory.check_and_complete(tp, now_ms)
-        self._followers_changed()
-        return BecomeResult(ErrorCode.NONE, errors)
-
-    def _create_partition(self, tp: TopicPartition, now_ms: int) -> Partition:
-        config = self._log_config_for(tp.topic)
-        log_ = self.log_manager.get_or_create_log(tp, config, now_ms=now_ms)
-        hw = self._checkpointed_hw.get(tp, 0)
-        partition = Partition(tp, self.broker_id, log_, high_watermark=hw)
-        self.partitions[tp] = partition
-        return partition
-
-    def _make_leader(self, partition: Partition, state: PartitionStateUpdate, now_ms: int) -> None:
-        tp = partition.topic_partition
-        self.followers.stop(tp)
-        was_leader = partition.is_leader
-        if partition.make_leader(state, now_ms):
-            self._events(
-                "became_leader",
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "leader_epoch": state.leader_epoch,
-                    "isr": list(state.isr),
-                    "replicas": list(state.replicas),
-                    "was_leader": was_leader,
-                    "log_end_offset": partition.log_end_offset,
-                    "high_watermark": partition.high_watermark,
-                },
-            )
-        partition.maybe_increment_hw(now_ms)
-
-    def _make_follower(
-        self, partition: Partition, state: PartitionStateUpdate, now_ms: int
-    ) -> None:
-        tp = partition.topic_partition
-        if partition.make_follower(state, now_ms) or not self.followers.is_following(tp):
-            self._events(
-                "became_follower",
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "leader": state.leader,
-                    "leader_epoch": state.leader_epoch,
-                    "replicas": list(state.replicas),
-                    "log_end_offset": partition.log_end_offset,
-                    "high_watermark": partition.high_watermark,
-                },
-            )
-            if state.leader >= 0:
-                self.followers.start(tp, state.leader, state.leader_epoch)
-            else:
-                self.followers.stop(tp)
+        """LeaderAndIsr: make partitions leaders or followers (`role_changes.py`)."""
+        return self.roles.become_leader_or_follower(now_ms, controller_epoch, states)
 
     def stop_replicas(
         self,
@@ -578,39 +464,8 @@ class ReplicaManager:
         controller_epoch: int,
         partitions: list[tuple[TopicPartition, bool, int]],
     ) -> BecomeResult:
-        """StopReplica: (partition, delete?, leader epoch) triples."""
-        if controller_epoch < self.controller_epoch:
-            return BecomeResult(ErrorCode.STALE_CONTROLLER_EPOCH)
-        self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, ErrorCode] = {}
-        for tp, delete, leader_epoch in partitions:
-            partition = self.partitions.get(tp)
-            self.followers.stop(tp)
-            if (
-                partition is not None
-                and leader_epoch >= 0
-                and leader_epoch < partition.leader_epoch
-            ):
-                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
-                continue
-            if partition is not None:
-                partition.make_offline()
-            if delete:
-                self.partitions.pop(tp, None)
-                self._checkpointed_hw.pop(tp, None)
-                try:
-                    self.log_manager.delete_log(tp)
-                except Exception:
-                    log.exception("%s: failed to delete the log", tp)
-                    errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
-                    continue
-                self._events("deleted", {"topic": tp.topic, "partition": tp.partition})
-            errors[tp] = ErrorCode.NONE
-            self.produce_purgatory.check_and_complete(tp, now_ms)
-            self.fetch_purgatory.check_and_complete(tp, now_ms)
-            self.delete_records_purgatory.check_and_complete(tp, now_ms)
-        self._followers_changed()
-        return BecomeResult(ErrorCode.NONE, errors)
+        """StopReplica: (partition, delete?, leader epoch) triples (`role_changes.py`)."""
+        return self.roles.stop_replicas(now_ms, controller_epoch, partitions)
 
     # -- ISR maintenance ------------------------------------------------------------
     def maybe_shrink_isrs(self, now_ms: int) -> int:
@@ -657,7 +512,7 @@ class ReplicaManager:
             self.stats.failed_isr_updates += 1
         # The ISR changed (or the pending change was dropped): produces may now complete.
         if hw_moved or before != after:
-            self._hw_moved(tp, now_ms)
+            self._recheck_delayed(tp, now_ms)
         else:
             self.produce_purgatory.check_and_complete(tp, now_ms)
             self.delete_records_purgatory.check_and_complete(tp, now_ms)
@@ -686,7 +541,7 @@ class ReplicaManager:
         return min(deadlines) if deadlines else None
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
-        hws = dict(self._checkpointed_hw)
+        hws = dict(self.roles.checkpointed_hw)
         hws.update({tp: p.high_watermark for tp, p in self.partitions.items()})
         return hws
 

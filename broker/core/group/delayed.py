@@ -1,42 +1,67 @@
 """The group coordinator's delayed operations (Kafka's DelayedJoin, InitialDelayedJoin,
 DelayedHeartbeat), held in ordinary `Purgatory`s.
 
-How it works: each operation only knows how to ask the coordinator whether it may
-complete and what to do when it does; the coordinator owns every decision.
+How it works: each operation only knows how to ask the membership state machine
+(`membership.py`, described here by the `Membership` protocol so that this module needs
+nothing from it) whether it may complete and what to do when it does; the state machine
+owns every decision.
 
 - `DelayedJoin` (key: the group) waits for every member to rejoin, at most the group's
-  rebalance timeout, then the coordinator completes the join phase.
+  rebalance timeout, then the join phase completes.
 - `InitialDelayedJoin` is the first rebalance of an empty group: it always waits
   `group.initial.rebalance.delay.ms`, and again (up to the rebalance timeout) while new
   members keep arriving, so a group starting with many consumers rebalances once.
 - `DelayedHeartbeat` (key: (group, member)) expires a member whose heartbeat did not come
   within its session timeout; a heartbeat completes it and schedules the next one.
+- `DelayedPendingMember` (key: (group, member)) forgets a KIP-394 pending member that did
+  not rejoin within its session timeout.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.core.group.group import Group, Member
 from broker.core.purgatory import DelayedOperation
 
-if TYPE_CHECKING:
-    from broker.core.group.coordinator import GroupCoordinator
-    from broker.core.group.group import Group, Member
+__all__ = [
+    "DelayedHeartbeat",
+    "DelayedJoin",
+    "DelayedPendingMember",
+    "InitialDelayedJoin",
+    "Membership",
+]
+
+
+class Membership(Protocol):
+    """What the delayed operations ask and tell (`membership.GroupMembership`)."""
+
+    def can_complete_join(self, group: Group) -> bool: ...
+
+    def on_complete_join(self, group: Group, now_ms: int) -> None: ...
+
+    def on_initial_join_delay(self, op: InitialDelayedJoin) -> None: ...
+
+    def heartbeat_satisfied(self, member: Member) -> bool: ...
+
+    def on_heartbeat_expired(self, group: Group, member: Member, now_ms: int) -> None: ...
+
+    def on_pending_member_expired(self, group: Group, member_id: str, now_ms: int) -> None: ...
 
 
 class DelayedJoin(DelayedOperation):
-    __slots__ = ("coordinator", "group")
+    __slots__ = ("membership", "group")
 
-    def __init__(self, coordinator: GroupCoordinator, group: Group, deadline_ms: int):
+    def __init__(self, membership: Membership, group: Group, deadline_ms: int):
         super().__init__(deadline_ms)
-        self.coordinator = coordinator
+        self.membership = membership
         self.group = group
 
     def try_complete(self, now_ms: int) -> bool:
-        return self.coordinator.can_complete_join(self.group)
+        return self.membership.can_complete_join(self.group)
 
     def on_complete(self) -> None:
-        self.coordinator.on_complete_join(self.group, self.completed_ms)
+        self.membership.on_complete_join(self.group, self.completed_ms)
 
 
 class InitialDelayedJoin(DelayedJoin):
@@ -44,13 +69,13 @@ class InitialDelayedJoin(DelayedJoin):
 
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        membership: Membership,
         group: Group,
         deadline_ms: int,
         delay_ms: int,
         remaining_ms: int,
     ):
-        super().__init__(coordinator, group, deadline_ms)
+        super().__init__(membership, group, deadline_ms)
         self.delay_ms = delay_ms
         self.remaining_ms = remaining_ms
 
@@ -58,37 +83,35 @@ class InitialDelayedJoin(DelayedJoin):
         return False  # waits out its delay
 
     def on_complete(self) -> None:
-        self.coordinator.on_initial_join_delay(self)
+        self.membership.on_initial_join_delay(self)
 
 
 class DelayedHeartbeat(DelayedOperation):
-    __slots__ = ("coordinator", "group", "member")
+    __slots__ = ("membership", "group", "member")
 
-    def __init__(
-        self, coordinator: GroupCoordinator, group: Group, member: Member, deadline_ms: int
-    ):
+    def __init__(self, membership: Membership, group: Group, member: Member, deadline_ms: int):
         super().__init__(deadline_ms)
-        self.coordinator = coordinator
+        self.membership = membership
         self.group = group
         self.member = member
 
     def try_complete(self, now_ms: int) -> bool:
-        return self.coordinator.heartbeat_satisfied(self.member)
+        return self.membership.heartbeat_satisfied(self.member)
 
     def on_complete(self) -> None:
         if self.expired:
-            self.coordinator.on_heartbeat_expired(self.group, self.member, self.completed_ms)
+            self.membership.on_heartbeat_expired(self.group, self.member, self.completed_ms)
 
 
 class DelayedPendingMember(DelayedOperation):
     """A KIP-394 pending member (given an id, not yet rejoined) forgotten after its
     session timeout."""
 
-    __slots__ = ("coordinator", "group", "member_id")
+    __slots__ = ("membership", "group", "member_id")
 
-    def __init__(self, coordinator: GroupCoordinator, group: Group, member_id: str, deadline_ms):
+    def __init__(self, membership: Membership, group: Group, member_id: str, deadline_ms):
         super().__init__(deadline_ms)
-        self.coordinator = coordinator
+        self.membership = membership
         self.group = group
         self.member_id = member_id
 
@@ -97,6 +120,4 @@ class DelayedPendingMember(DelayedOperation):
 
     def on_complete(self) -> None:
         if self.expired:
-            self.coordinator.on_pending_member_expired(
-                self.group, self.member_id, self.completed_ms
-            )
+            self.membership.on_pending_member_expired(self.group, self.member_id, self.completed_ms)

@@ -109,6 +109,13 @@ class LeaderEpochCache:
             self._persist()
         return changed
 
+    def assign_if_newer(self, epoch: int, start_offset: int) -> bool:
+        """`assign` when `epoch` is above every epoch known (an append's batch of a new
+        epoch; the appends of a known one change nothing); returns whether it did."""
+        if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
+            return False
+        return self.assign(epoch, start_offset)
+
     def truncate_from_end(self, end_offset: int) -> bool:
         """Drop entries starting at or after `end_offset` (the log was cut there)."""
         if end_offset < 0 or not self._offsets or self._offsets[-1] < end_offset:

@@ -40,7 +40,9 @@ from types import MappingProxyType
 from broker.core.log.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import CheckpointError, LogDirLockedError, LogError
-from broker.core.log.log import Log, PendingFlush, parse_topic_partition
+from broker.core.log.flush import PendingFlush
+from broker.core.log.local_log import parse_topic_partition
+from broker.core.log.log import Log
 from broker.core.log.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from client.protocol.types import TopicPartition
 

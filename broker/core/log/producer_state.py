@@ -25,9 +25,10 @@ Followers and recovery call `update` with what the log holds, without checks (Ka
 Replication origin), so a follower that becomes leader dedups the same retries.
 `map_end_offset` is the offset up to which the state reflects the log. The state is a
 plain value: `to_bytes`/`from_bytes` give the snapshot file's contents (Kafka's
-`<offset>.snapshot`, with a CRC), and the log (`log.py`) writes, loads, replays and
-truncates it. `remove_expired` drops producers idle for longer than
-`transactional.id.expiration.ms` (what Kafka 2.8 uses for producer state).
+`<offset>.snapshot`, with a CRC); `producer_snapshots.py` writes, loads and deletes those
+files, and `loader.py` replays the batches after a snapshot (on open and truncation).
+`remove_expired` drops producers idle for longer than `transactional.id.expiration.ms`
+(what Kafka 2.8 uses for producer state).
 
 No I/O, no clock: times come in as arguments.
 """
