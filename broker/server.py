@@ -51,28 +51,28 @@ from collections.abc import Callable
 
 import trio
 
-from broker.admin import AdminHandlers, TopicDefaults
-from broker.background import BackgroundTasks, Intervals
 from broker.broker_metrics import register_broker_metrics
 from broker.config import KAFKA_WIRE, BrokerConfig
-from broker.controlled_shutdown import ShutdownSettings, controlled_shutdown
 from broker.core.log.config import LogConfig
 from broker.core.log.manager import LogManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
-from broker.fetcher import FetcherContext, FetcherManager
-from broker.group_handlers import GroupHandlers
-from broker.group_service import GroupService, group_config
-from broker.handlers import RequestHandlers
+from broker.handlers.data_plane import RequestHandlers
+from broker.handlers.groups import GroupHandlers
+from broker.handlers.metadata_changes import MetadataChanges
+from broker.handlers.topics import AdminHandlers, TopicDefaults
 from broker.kafka import versions as kafka_versions
 from broker.kafka.translate import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
-from broker.log_cleaner import LogCleanerTask
-from broker.log_scrubber import LogScrubber
-from broker.metadata_changes import MetadataChanges
-from broker.registration import BrokerIdentity, Registration
-from broker.topic_configs import TopicConfigs
-from broker.zk_gateway import BrokerZkGateway
+from broker.tasks.background import BackgroundTasks, Intervals
+from broker.tasks.fetcher import FetcherContext, FetcherManager
+from broker.tasks.group_service import GroupService, group_config
+from broker.tasks.log_cleaner import LogCleanerTask
+from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_shutdown
+from broker.zookeeper.gateway import BrokerZkGateway
+from broker.zookeeper.registration import BrokerIdentity, Registration
+from broker.zookeeper.topic_configs import TopicConfigs
 from server_common import zkdata
 from server_common.connection_limits import NO_LIMIT, ConnectionLimits
 from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms

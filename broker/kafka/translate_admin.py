@@ -1,5 +1,5 @@
 """Kafka's CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions and DescribeConfigs on
-the Kafka listener, translated to and from the native handlers (broker/admin.py; the
+the Kafka listener, translated to and from the native handlers (broker/handlers/topics.py; the
 replica manager for DeleteRecords).
 
 How it works: as in translate_groups.py, `to_native` reads the kio request into the

@@ -9,7 +9,7 @@ the controller must elect one of them uncleanly.
 - Without the bug the leader refuses acks=all writes while its ISR is below 2
   (NOT_ENOUGH_REPLICAS), so no record is acknowledged while the leader is alone, and
   none acknowledged then is lost.
-- With TRIBUTARY_PLANTED_BUG=skip_min_isr on the brokers (broker/topic_configs.py, the
+- With TRIBUTARY_PLANTED_BUG=skip_min_isr on the brokers (broker/zookeeper/topic_configs.py, the
   only place that reads it) the leader acknowledges writes alone; they die with it and
   the checker must report them lost.
 

@@ -6,8 +6,8 @@ call the sans-IO core synchronously, before any `await`, so requests of one conn
 reach the core in the order they arrived; a response that has to wait comes back as a
 `Reply` the core's callback fills. Controller requests (LeaderAndIsr, UpdateMetadata,
 StopReplica) are fenced by controller epoch and broker epoch, then applied to the core.
-Admin requests that write ZooKeeper live in `broker/admin.py`; the group APIs in
-`broker/group_handlers.py`.
+Admin requests that write ZooKeeper live in `broker/handlers/topics.py`; the group APIs in
+`broker/handlers/groups.py`.
 
 The handlers see only what they use: the replica manager, the metadata cache (and
 `MetadataChanges` to announce updates), the broker's identity (epoch fencing, cluster
@@ -24,17 +24,17 @@ from typing import Any
 
 import trio
 
-from broker.admin import AdminHandlers
 from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
 from broker.core.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from broker.core.partition import PartitionStateUpdate
 from broker.core.producer_ids import ProducerIdBlockError, ProducerIdGenerator
 from broker.core.replica_manager import ReplicaManager
-from broker.group_handlers import GROUP_APIS, GroupHandlers
-from broker.log_scrubber import LogScrubber
-from broker.metadata_changes import MetadataChanges
-from broker.registration import BrokerIdentity
-from broker.topic_configs import TopicConfigs
+from broker.handlers.groups import GROUP_APIS, GroupHandlers
+from broker.handlers.metadata_changes import MetadataChanges
+from broker.handlers.topics import AdminHandlers
+from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.registration import BrokerIdentity
+from broker.zookeeper.topic_configs import TopicConfigs
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
@@ -497,7 +497,7 @@ class RequestHandlers:
 
     # -- introspection -----------------------------------------------------------------
     async def verify_log_dirs(self, request: m.VerifyLogDirsRequest) -> m.VerifyLogDirsResponse:
-        """An on-demand scrub (broker/log_scrubber.py `verify`): check, repair, report."""
+        """An on-demand scrub (broker/tasks/log_scrubber.py `verify`): check, repair, report."""
         if self.scrubber is None:
             return m.VerifyLogDirsResponse(
                 error_code=ErrorCode.UNSUPPORTED_VERSION,

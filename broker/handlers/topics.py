@@ -27,8 +27,8 @@ from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
 from broker.core.metadata_cache import MetadataCache
 from broker.core.partition_limits import LimitProblem, PartitionBudget, PartitionLimits
-from broker.metadata_changes import MetadataChanges
-from broker.zk_gateway import BrokerZkGateway
+from broker.handlers.metadata_changes import MetadataChanges
+from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition, topic_name_problem

@@ -36,7 +36,7 @@ import trio
 
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
-from broker.zk_gateway import BrokerZkGateway
+from broker.zookeeper.gateway import BrokerZkGateway
 from server_common import zkdata
 from server_common.zk import ZkError
 

@@ -1,0 +1,1 @@
+"""The broker's side of ZooKeeper (placeholder map)."""
