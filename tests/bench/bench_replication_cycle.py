@@ -35,9 +35,9 @@ from broker.core.log.manager import LogManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.partition import PartitionStateUpdate
 from broker.core.replica_manager import ReplicaManager, ReplicationConfig
-from broker.handlers.data_plane import RequestHandlers
+from broker.handlers import RequestHandlers
 from broker.handlers.metadata_changes import MetadataChanges
-from broker.handlers.topics import AdminHandlers, TopicDefaults
+from broker.handlers.topics import TopicDefaults
 from broker.tasks.fetcher import ReplicaFetcher, _fetched
 from broker.zookeeper.registration import BrokerIdentity
 from client.protocol import messages as m
@@ -88,16 +88,12 @@ def leader_cycle_us(directory: Path) -> float:
     handlers = RequestHandlers(
         rm,
         cache,
-        AdminHandlers(
-            None,
-            cache,
-            MetadataChanges(),
-            topic_defaults=TopicDefaults(),
-            default_log_config=config,
-        ),
+        None,
         identity=BrokerIdentity(1),
         topic_configs=None,
         metadata_changes=MetadataChanges(),
+        topic_defaults=TopicDefaults(),
+        default_log_config=config,
         clock=lambda: NOW,
         log_dir=str(directory),
     )
