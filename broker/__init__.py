@@ -3,14 +3,19 @@
 Map (ARCHITECTURE.md walks a produce request and an ISR shrink through it):
 - `core/`: the log store (`core/log/`), partitions, replicas, ISR states, purgatories,
   delayed produce and fetch, follower fetch state, the replica manager, the metadata
-  cache: pure, driven by `now_ms` and callbacks;
-- `server.py`: wires the parts and runs the process; `config.py`, `__main__.py`;
-- `handlers.py`, `admin.py`: one method per API, over the replica manager, the metadata
-  cache and the ZooKeeper gateway;
-- `zk_gateway.py`: every broker-side ZooKeeper read and write; `registration.py`,
-  `topic_configs.py`, `controlled_shutdown.py`: what the broker keeps in step with it;
-- `fetcher.py`: one follower fetcher task per leader; `background.py`: the timers and
-  queues that drive the core; `metadata_changes.py`, `broker_metrics.py`.
+  cache, the group coordinator: pure, driven by `now_ms` and callbacks;
+- `handlers/`: the request handlers, one module per family of requests (data plane,
+  metadata, controller requests, log dirs, topics, configs, elections, reassignments,
+  groups) and `RequestHandlers`, the one dispatch every connection calls;
+- `kafka/`: Kafka's wire protocol on a listener, translated to and from the native
+  requests the same handlers serve;
+- `tasks/`: the Trio tasks beside the handlers: the core's timers and queues, the
+  follower fetchers, the log cleaner, the scrubber, the group coordinator's service;
+- `zookeeper/`: the ZooKeeper gateway (every broker-side read and write), the broker's
+  registration, the topic configs kept in step with ZooKeeper, controlled shutdown;
+- `server.py`: `BrokerServer` wires the parts and runs the process; `config.py`: the
+  broker's settings (Kafka's names and defaults); `__main__.py`: `python -m broker`;
+  `broker_metrics.py`: the broker's metrics, registered in one place.
 
 The broker imports `server_common` and `client`; never `controller`, `tools` or `spark`.
 """

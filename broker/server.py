@@ -5,14 +5,15 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
 - storage and core: the `LogManager` over `log.dirs` and the `ReplicaManager`, whose
   callbacks go to the background tasks (`emit_isr_update`, `wake_at`) and the fetchers
   (`followers_changed`), and whose events go to `events.jsonl`;
-- `BrokerZkGateway` (zk_gateway.py): every ZooKeeper read and write of this broker;
-  `Registration` keeps /brokers/ids/<id> alive across sessions; `TopicConfigs` caches
-  topic configs read from ZooKeeper;
-- `RequestHandlers` and `AdminHandlers` (handlers.py, admin.py) behind each listener,
+- `BrokerZkGateway` (zookeeper/gateway.py): every ZooKeeper read and write of this
+  broker; `Registration` (zookeeper/registration.py) keeps /brokers/ids/<id> alive across
+  sessions; `TopicConfigs` (zookeeper/topic_configs.py) caches topic configs read from
+  ZooKeeper;
+- `RequestHandlers` (handlers/: one module per family of requests) behind each listener,
   served by `server_common.network.serve_connection`, one task per connection. A
   listener mapped to `kafka` in `listener.wire.protocol.map` speaks Kafka's wire
   protocol (`broker.kafka.wire.KafkaServerConnection`) and its requests go through the
-  translation layer (`broker.kafka.translate.KafkaDispatcher`) to the same handlers.
+  translation layer (`broker.kafka.dispatcher.KafkaDispatcher`) to the same handlers.
   Client listeners (every one but the inter-broker listener, so clients can never lock
   out replication or the controller) are bounded by `max.connections` and
   `max.connections.per.ip` (a connection past them is closed as soon as accepted:
@@ -21,21 +22,21 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   has a pool of the same size to itself: clients on other listeners cannot starve it,
   and clients sharing it (a local cluster's PLAINTEXT) are still bounded. Every
   listener closes connections idle for `connections.max.idle.ms`;
-- `FetcherManager` (fetcher.py): one fetcher task per leader this broker follows;
-- `BackgroundTasks` (background.py): ISR writes, ISR shrink and propagation, delayed
-  operation expiry, checkpoints, retention, flushes, metrics snapshots, the log
-  cleaner (log_cleaner.py) that compacts `compact` topics, and the scrubber
-  (log_scrubber.py) that checks closed segments' CRCs and repairs damaged batches;
-- `GroupService` and `GroupHandlers` (group_service.py, group_handlers.py): the consumer
-  group coordinator for the `__consumer_offsets` partitions this broker leads.
+- `FetcherManager` (tasks/fetcher.py): one fetcher task per leader this broker follows;
+- `BackgroundTasks` (tasks/background.py): ISR writes, ISR shrink and propagation,
+  delayed operation expiry, checkpoints, retention, flushes, metrics snapshots, the log
+  cleaner (tasks/log_cleaner.py) that compacts `compact` topics, and the scrubber
+  (tasks/log_scrubber.py) that checks closed segments' CRCs and repairs damaged batches;
+- `GroupService` (tasks/group_service.py) and `GroupHandlers` (handlers/groups.py): the
+  consumer group coordinator for the `__consumer_offsets` partitions this broker leads.
 
 `run()` connects to ZooKeeper, opens the log directory, binds every listener (through a
 `Transport`: TCP, or an in-process test cluster's memory network), registers, starts the
 tasks, moves the heap built so far out of the cycle collector's reach (`gc.freeze()`:
 its full passes otherwise stop the event loop for tens of ms) and serves until
-`shutdown()` (what SIGTERM does): a controlled shutdown asks the active controller to
-move our leaderships away, then serving stops, everything waiting is answered,
-checkpoints are written and the logs closed.
+`shutdown()` (what SIGTERM does): a controlled shutdown (zookeeper/controlled_shutdown.py)
+asks the active controller to move our leaderships away, then serving stops, everything
+waiting is answered, checkpoints are written and the logs closed.
 """
 
 from __future__ import annotations
@@ -51,28 +52,28 @@ from collections.abc import Callable
 
 import trio
 
-from broker.admin import AdminHandlers, TopicDefaults
-from broker.background import BackgroundTasks, Intervals
 from broker.broker_metrics import register_broker_metrics
 from broker.config import KAFKA_WIRE, BrokerConfig
-from broker.controlled_shutdown import ShutdownSettings, controlled_shutdown
 from broker.core.log.config import LogConfig
 from broker.core.log.manager import LogManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
-from broker.fetcher import FetcherContext, FetcherManager
-from broker.group_handlers import GroupHandlers
-from broker.group_service import GroupService, group_config
 from broker.handlers import RequestHandlers
+from broker.handlers.groups import GroupHandlers
+from broker.handlers.metadata_changes import MetadataChanges
+from broker.handlers.topics import TopicDefaults
 from broker.kafka import versions as kafka_versions
-from broker.kafka.translate import KafkaDispatcher
+from broker.kafka.dispatcher import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
-from broker.log_cleaner import LogCleanerTask
-from broker.log_scrubber import LogScrubber
-from broker.metadata_changes import MetadataChanges
-from broker.registration import BrokerIdentity, Registration
-from broker.topic_configs import TopicConfigs
-from broker.zk_gateway import BrokerZkGateway
+from broker.tasks.background import BackgroundTasks, Intervals
+from broker.tasks.fetcher import FetcherContext, FetcherManager
+from broker.tasks.group_service import GroupService, group_config
+from broker.tasks.log_cleaner import LogCleanerTask
+from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_shutdown
+from broker.zookeeper.gateway import BrokerZkGateway
+from broker.zookeeper.registration import BrokerIdentity, Registration
+from broker.zookeeper.topic_configs import TopicConfigs
 from server_common import zkdata
 from server_common.connection_limits import NO_LIMIT, ConnectionLimits
 from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms
@@ -226,13 +227,6 @@ class BrokerServer:
         )
         if self.scrubber.settings.enable:
             self.background.log_scrubber = self.scrubber
-        admin = AdminHandlers(
-            self.gateway,
-            self.metadata_cache,
-            self.metadata_changes,
-            topic_defaults=TopicDefaults.from_config(self.config),
-            default_log_config=self.topic_configs.default,
-        )
         self.groups = GroupService(
             group_config(self.config),
             self.replica_manager,
@@ -246,10 +240,12 @@ class BrokerServer:
         self.handlers = RequestHandlers(
             self.replica_manager,
             self.metadata_cache,
-            admin,
+            self.gateway,
             identity=self.identity,
             topic_configs=self.topic_configs,
             metadata_changes=self.metadata_changes,
+            topic_defaults=TopicDefaults.from_config(self.config),
+            default_log_config=self.topic_configs.default,
             clock=self.now_ms,
             log_dir=str(log_dir),
             scrubber=self.scrubber,

@@ -1,7 +1,7 @@
 """The ZooKeeper seam: what the servers and tools may ask of ZooKeeper.
 
 How it works: `ZooKeeper` is the interface every caller codes against (brokers through
-`broker.zk_gateway`, the controller through `controller.zk_store`/`leadership`, the
+`broker.zookeeper.gateway`, the controller through `controller.zk_store`/`leadership`, the
 tools' cluster inspector). `server_common.zk_kazoo.KazooZooKeeper` implements it on
 kazoo, the only module that imports kazoo; an in-memory implementation for in-process
 test clusters lives in `tests/support/memory_zk.py` and passes the same contract tests

@@ -5,7 +5,10 @@
 - `decode`: reading batches out of segment byte ranges (torn tails, live files) into
   pyarrow columns; `layout`: finding log dirs, partitions, checkpoints, JSON-lines files.
 - `schemas`: the declared schemas of everything read; `events`: the events/metrics readers.
-- `throughput`, `timeline`, `latency`, `audit`: the analytics, all in Spark.
+- `corruption`: corrupt batches as rows (the data source's error table).
+- `throughput`, `timeline`, `latency`, `audit`, `groups` (committed offsets and lag from
+  `__consumer_offsets`): the analytics, all in Spark; `columns`: column helpers they
+  share, safe under ANSI mode.
 - `incidents`: the failure timeline (incidents, lanes, event markers, recovery times),
   a pure replay of the state-change event rows on the driver.
 - `report`: the HTML report and its plots; `session`: the SparkSession; `job`: the job

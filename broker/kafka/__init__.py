@@ -1,11 +1,23 @@
 """The Kafka wire protocol listener: a translation layer in front of the native handlers.
 
-How it works: `wire.py` is the sans-IO connection (Kafka framing and request/response
-headers, bodies decoded and encoded with kio). `translate.py` dispatches each decoded
-request through a `Translation` (translation.py): the kio request becomes the native
-`client.protocol.messages` request, the broker's own `RequestHandlers.handle` serves it
-exactly as for a native client, and the native response is turned back into the kio
-response of the version the client asked for. `translate.py` holds the data-plane APIs,
-`translate_admin.py` and `translate_groups.py` the admin and group APIs; `versions.py`
-merges their version ranges into what ApiVersions advertises.
+How it works: a listener mapped to `kafka` in `listener.wire.protocol.map` runs the same
+connection loop as a native one with another sans-IO connection and another request
+handler. The kio request becomes the native `client.protocol.messages` request, the
+broker's own `RequestHandlers.handle` (broker/handlers/) serves it exactly as for a
+native client, and the native response is turned back into the kio response of the
+version the client asked for.
+
+- `wire.py`: the sans-IO connection: Kafka framing and request/response headers, bodies
+  decoded and encoded with kio, for the versions `versions.py` advertises;
+- `dispatcher.py`: `KafkaDispatcher`, the connection's request handler: each request
+  through its translation to the native handlers and back, errors answered per API;
+- `translation.py`: what one API's `Translation` is, and the helpers every translation
+  shares;
+- `translate_data.py`: the data-plane APIs (Metadata, Produce, Fetch, ListOffsets,
+  OffsetForLeaderEpoch, InitProducerId); `translate_admin.py`: the admin APIs;
+  `translate_groups.py`: the group APIs;
+- `versions.py`: merges the translate modules' tables, with ApiVersions, into what
+  ApiVersions advertises and the decoder accepts.
+
+Imports go one way: dispatcher -> versions -> translate_* -> translation.
 """

@@ -1,9 +1,9 @@
 """Kafka's CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions and DescribeConfigs on
-the Kafka listener, translated to and from the native handlers (broker/admin.py; the
-replica manager for DeleteRecords).
+the Kafka listener, translated to and from the native handlers (broker/handlers/topics.py
+and configs.py; the data plane's, over the replica manager, for DeleteRecords).
 
 How it works: as in translate_groups.py, `to_native` reads the kio request into the
-native message, the broker's `AdminHandlers` do the work (validation, ZooKeeper writes,
+native message, the broker's handlers do the work (validation, ZooKeeper writes,
 waiting for leaders), and `from_native` describes the answer once for `translation.build`
 to fit to the requested version; `error_response` answers every topic or resource of the
 request with the error code. CreateTopics passes num_partitions / replication_factor -1

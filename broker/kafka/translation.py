@@ -5,7 +5,8 @@ versions it handles: `to_native` (kio request + `KafkaHeader` -> native request 
 `client.protocol.messages`), `from_native` (native response + version -> kio response)
 and `error_response` (kio request + version + error code -> a kio response carrying that
 code wherever the API puts errors). Each translate module exposes a
-`TRANSLATIONS: dict[int, Translation]`; the dispatcher in translate.py merges them.
+`TRANSLATIONS: dict[int, Translation]`; versions.py merges them for the dispatcher
+(dispatcher.py).
 
 A translation that finds a request it cannot serve as a whole (before the native handler
 runs) raises `KafkaRequestError(code)`: the dispatcher answers it with

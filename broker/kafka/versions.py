@@ -1,21 +1,23 @@
 """The Kafka APIs and versions the Kafka listener serves: what ApiVersions advertises and
 what the decoder accepts.
 
-How it works: every translate module (translate.py, translate_admin.py,
+How it works: every translate module (translate_data.py, translate_admin.py,
 translate_groups.py) exposes `TRANSLATIONS: dict[int, Translation]`, each entry with the
-version range its functions translate correctly. `translations()` merges them and
-`supported()` is the resulting
-{api_key: (min_version, max_version)} table, so ApiVersions can only advertise what is
-really translated. `check_against_kio()` verifies that kio has request and response
-classes for every advertised version (the tests call it).
+version range its functions translate correctly; none of them imports this module.
+`translations()` merges them with ApiVersions' own translation (here: its answer is the
+merged table itself, so ApiVersions can only advertise what is really translated), and
+`supported()` is the resulting {api_key: (min_version, max_version)} table.
+`check_against_kio()` verifies that kio has request and response classes for every
+advertised version (the tests call it). The dispatcher (dispatcher.py) and the wire
+decoder (wire.py, given `supported` by broker/server.py) read the merged table.
 
-Data-plane ranges (translate.py) and why they stop where they do:
+Data-plane ranges (translate_data.py) and why they stop where they do:
 - Produce 3-9: v3 is the first with v2 record batches; v10+ add KIP-951 leader hints.
 - Fetch 4-12: v13+ name topics by topic id, which Tributary does not have.
 - ListOffsets 1-6: v7 adds MAX_TIMESTAMP (-3), which the native handler does not serve.
 - Metadata 0-12: v10+ carry topic ids; we send the zero UUID (unknown), as Kafka does
   for topics without one; v13 adds nothing a client needs.
-- OffsetForLeaderEpoch 2-4, ApiVersions 0-3.
+- OffsetForLeaderEpoch 2-4, ApiVersions 0-3 (here).
 - InitProducerId 0-4: every version librdkafka and the Java client use for idempotence;
   v5 is unreleased in Kafka 2.8/3.x era clients.
 """
@@ -23,18 +25,52 @@ Data-plane ranges (translate.py) and why they stop where they do:
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-from broker.kafka.translation import Translation, request_class, response_class
+from broker.kafka import translate_admin, translate_data, translate_groups
+from broker.kafka.translation import (
+    ZERO_MS,
+    Translation,
+    build,
+    kafka_error,
+    request_class,
+    response_class,
+    schema_class,
+)
+from client.protocol import messages as m
+from client.protocol.api import ApiKey
+from client.protocol.errors import ErrorCode
+
+
+def _api_versions_response(version: int, code: int) -> Any:
+    cls = response_class(ApiKey.API_VERSIONS, version)
+    entry = schema_class(cls, "ApiVersion")
+    return build(
+        cls,
+        error_code=kafka_error(code),
+        api_keys=tuple(
+            entry(api_key=key, min_version=low, max_version=high)
+            for key, (low, high) in sorted(supported().items())
+        ),
+        throttle_time=ZERO_MS,
+    )
+
+
+API_VERSIONS = Translation(
+    api_key=ApiKey.API_VERSIONS,
+    min_version=0,
+    max_version=3,
+    to_native=lambda request, header: m.ApiVersionsRequest(),
+    from_native=lambda response, version: _api_versions_response(version, ErrorCode.NONE),
+    error_response=lambda request, version, code: _api_versions_response(version, code),
+)
 
 
 @functools.cache
 def translations() -> dict[int, Translation]:
     """Every API the Kafka listener serves, merged from the translate modules."""
-    # Imported here: translate.py imports this module (ApiVersions answers from it).
-    from broker.kafka import translate, translate_admin, translate_groups
-
-    merged: dict[int, Translation] = {}
-    for module in (translate, translate_admin, translate_groups):
+    merged: dict[int, Translation] = {int(API_VERSIONS.api_key): API_VERSIONS}
+    for module in (translate_data, translate_admin, translate_groups):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:
                 raise ValueError(f"api {api_key} is translated by two modules")

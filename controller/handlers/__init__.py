@@ -6,6 +6,20 @@ them through `active.apply_changes` and queues requests with `active.send`. Hand
 one at a time on the event loop (controller/server.py); `HANDLERS` maps event types to
 them. A handler that finds the controller moved raises `ControllerMovedError`; any other
 exception makes the server resign and compete again with a fresh context.
+
+- `failover.py`: becoming the active controller (the server calls `on_become_active`):
+  read the whole cluster, repair every partition, tell every broker;
+- `brokers.py`: brokers coming and going (BrokerChange);
+- `topics.py`: new and vanished topics, partitions added to a topic;
+- `isr.py`: ISR change notifications from the leaders;
+- `deletion.py`: topic deletion, and the StopReplica answers it waits for;
+- `elections.py`: preferred replica elections (on request, by the auto-rebalance timer)
+  and leader step-downs asked for by a broker's scrubber;
+- `reassignment.py`: partition reassignment through /admin/reassign_partitions;
+- `shutdown.py`: controlled shutdown requests (the server calls
+  `on_controlled_shutdown` with each one the listener receives);
+- `common.py`: small steps several handlers share (tell brokers about changed
+  partitions).
 """
 
 from __future__ import annotations

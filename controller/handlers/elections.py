@@ -9,7 +9,7 @@ the same for the partitions `rebalance.auto_rebalance_candidates` picks (brokers
 `leader.imbalance.per.broker.percentage`), when `auto.leader.rebalance.enable` is on.
 
 Leader step-downs (Tributary's own): /admin/leader_step_down/<broker id> lists partitions
-whose leader, that broker, found damaged bytes in its log (broker/log_scrubber.py);
+whose leader, that broker, found damaged bytes in its log (broker/tasks/log_scrubber.py);
 `decisions.step_down_elections` moves each to the next live ISR member, then the znode
 is deleted, done or not (the broker asks again while the damage stays).
 """

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from broker.core.log import CleaningJob, Log, LogConfig
 from broker.core.log.cleaner_manager import log_to_clean
-from broker.log_cleaner import STEP_BYTES
+from broker.tasks.log_cleaner import STEP_BYTES
 from client.protocol.records import Record, build_batch
 from client.protocol.types import TopicPartition
 

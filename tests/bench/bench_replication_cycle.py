@@ -28,7 +28,6 @@ import time
 import types
 from pathlib import Path
 
-from broker.admin import AdminHandlers, TopicDefaults
 from broker.broker_metrics import register_broker_metrics
 from broker.core.follower_fetch import FetchPhase
 from broker.core.log.config import LogConfig
@@ -36,10 +35,11 @@ from broker.core.log.manager import LogManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.partition import PartitionStateUpdate
 from broker.core.replica_manager import ReplicaManager, ReplicationConfig
-from broker.fetcher import ReplicaFetcher, _fetched
 from broker.handlers import RequestHandlers
-from broker.metadata_changes import MetadataChanges
-from broker.registration import BrokerIdentity
+from broker.handlers.metadata_changes import MetadataChanges
+from broker.handlers.topics import TopicDefaults
+from broker.tasks.fetcher import ReplicaFetcher, _fetched
+from broker.zookeeper.registration import BrokerIdentity
 from client.protocol import messages as m
 from client.protocol.connection import ClientConnection
 from client.protocol.records import Record, build_batch
@@ -88,16 +88,12 @@ def leader_cycle_us(directory: Path) -> float:
     handlers = RequestHandlers(
         rm,
         cache,
-        AdminHandlers(
-            None,
-            cache,
-            MetadataChanges(),
-            topic_defaults=TopicDefaults(),
-            default_log_config=config,
-        ),
+        None,
         identity=BrokerIdentity(1),
         topic_configs=None,
         metadata_changes=MetadataChanges(),
+        topic_defaults=TopicDefaults(),
+        default_log_config=config,
         clock=lambda: NOW,
         log_dir=str(directory),
     )

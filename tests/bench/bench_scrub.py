@@ -3,7 +3,7 @@ costs the broker's produce path.
 
 - A log of 32 MiB in 16 KiB producer batches (100-byte values), 8 MiB segments, all
   closed but the last, scrubbed in the scrubber's 256 KiB steps with its throttle
-  (`broker/log_scrubber.py`): MiB/s at `log.scrub.bytes.per.second`'s default (1 MiB/s,
+  (`broker/tasks/log_scrubber.py`): MiB/s at `log.scrub.bytes.per.second`'s default (1 MiB/s,
   measured over 3 s) and with no limit (the CPU cost: CRC-32C of every byte), and the
   longest step (how long the event loop waits for one step).
 - Produce cost: leader appends of 16 KiB batches in a Trio loop (yielding after each,
@@ -24,7 +24,7 @@ import trio
 
 from broker.core.log import Log, LogConfig
 from broker.core.log.verify import SegmentScan, segment_end_offset
-from broker.log_scrubber import STEP_BYTES, ScrubSettings
+from broker.tasks.log_scrubber import STEP_BYTES, ScrubSettings
 from client.protocol.records import Record, build_batch
 
 MIB = 1024 * 1024

@@ -9,9 +9,12 @@ the controller must elect one of them uncleanly.
 - Without the bug the leader refuses acks=all writes while its ISR is below 2
   (NOT_ENOUGH_REPLICAS), so no record is acknowledged while the leader is alone, and
   none acknowledged then is lost.
-- With TRIBUTARY_PLANTED_BUG=skip_min_isr on the brokers (broker/topic_configs.py, the
-  only place that reads it) the leader acknowledges writes alone; they die with it and
-  the checker must report them lost.
+- With the bug planted in the brokers (`skip_min_isr`: every topic behaves as if
+  min.insync.replicas were 1) the leader acknowledges writes alone; they die with it and
+  the checker must report them lost. The bug is not in the product: this test plants it
+  from tests/chaos/planted_bugs/<bug>/sitecustomize.py, a directory it puts first on the
+  PYTHONPATH of the broker processes it starts (`planted_bug_env`), and checks that every
+  broker logged it.
 
 The window that matters starts when the ISR is seen to be the leader alone. Records
 acknowledged before it may legitimately be lost too: the two followers are frozen one
@@ -23,8 +26,10 @@ well, so the control run only asserts on the leader-alone window.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +41,15 @@ from tests.integration.helpers import wait_until
 pytestmark = pytest.mark.integration
 
 SUMMARY = Summary("planted bug (skip_min_isr) against the checker")
+PLANTED_BUGS = Path(__file__).resolve().with_name("planted_bugs")
+
+
+def planted_bug_env(bug: str) -> dict[str, str]:
+    """Environment for brokers that run with `bug`: its directory first on PYTHONPATH, so
+    Python imports the bug's sitecustomize.py when the broker process starts."""
+    path = [str(PLANTED_BUGS / bug)]
+    path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYTHONPATH": os.pathsep.join(path)}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -74,7 +88,7 @@ def leader_alone_then_dies(cluster, topic):
 
 @pytest.mark.parametrize("bug", [None, "skip_min_isr"])
 def test_checker_catches_planted_bug(chaos_cluster, bug):
-    cluster = chaos_cluster(env={"TRIBUTARY_PLANTED_BUG": bug} if bug else None)
+    cluster = chaos_cluster(env=planted_bug_env(bug) if bug else None)
     topic = make_topic(
         cluster, "planted", partitions=1, **{"unclean.leader.election.enable": "true"}
     )
@@ -89,6 +103,11 @@ def test_checker_catches_planted_bug(chaos_cluster, bug):
         consume_timeout_s=30,
     )
     SUMMARY.add(f"planted bug: {bug or 'none'}", verdict)
+    planted = {
+        info.id: "PLANTED BUG" in Path(info.log_path).read_text(errors="replace")
+        for info in cluster.state.brokers()
+    }
+    assert planted == dict.fromkeys(planted, bug is not None), planted
     assert verdict.acked > 0
     if bug is None:
         assert not verdict.lost_in_fault_window, verdict.problems()

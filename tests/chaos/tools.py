@@ -32,8 +32,9 @@ class ToolProcess:
         self.events: list[dict] = []
         self.on_event = on_event
         self.lock = threading.Lock()
+        # The repository alone on the path: a planted bug's directory (test_planted_bug.py)
+        # is the brokers' only.
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        env.pop("TRIBUTARY_PLANTED_BUG", None)  # a planted bug is the brokers' only
         self._stderr = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tools", *args],

@@ -1,6 +1,6 @@
 """A running broker keeps its offset checkpoints current: recovery points as rolled
 segments reach the disk, log start offsets as retention deletes segments (both written
-from a snapshot in a worker thread; see broker/background.py)."""
+from a snapshot in a worker thread; see broker/tasks/background.py)."""
 
 from __future__ import annotations
 

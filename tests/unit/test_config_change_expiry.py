@@ -8,8 +8,8 @@ import trio
 import trio.testing
 
 from broker.core.log.config import LogConfig
-from broker.topic_configs import CHANGE_EXPIRATION_MS, TopicConfigs
-from broker.zk_gateway import BrokerZkGateway
+from broker.zookeeper.gateway import BrokerZkGateway
+from broker.zookeeper.topic_configs import CHANGE_EXPIRATION_MS, TopicConfigs
 from server_common import zkdata
 from tests.support.memory_zk import MemoryZooKeeperServer
 

@@ -4,7 +4,7 @@ over a socket with kio-encoded requests, and smoke checks with kafka-python and
 confluent-kafka (synchronous clients, run in a thread).
 
 Every request goes the whole way: Kafka framing and headers (wire.py), the translation
-(translate.py), the broker's own request handlers and purgatories, and back.
+(dispatcher.py, translate_*.py), the broker's own request handlers and purgatories, and back.
 """
 
 from __future__ import annotations

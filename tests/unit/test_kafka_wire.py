@@ -27,7 +27,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
 
 from broker.kafka import versions
-from broker.kafka.translate import KafkaDispatcher
+from broker.kafka.dispatcher import KafkaDispatcher
 from broker.kafka.translation import (
     KafkaHeader,
     default_response,
@@ -367,7 +367,7 @@ def test_mutated_valid_frames_raise_nothing_but_the_protocol_error(request, muta
     drain(conn)
 
 
-# -- the dispatcher (translate.py) with a stand-in for the native handlers -------------
+# -- the dispatcher (dispatcher.py) with a stand-in for the native handlers -------------
 
 
 def _fetch_v12(session_epoch: int = -1):

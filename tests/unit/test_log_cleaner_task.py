@@ -1,4 +1,4 @@
-"""The log cleaner as a broker runs it (broker/log_cleaner.py): the background task over a
+"""The log cleaner as a broker runs it (broker/tasks/log_cleaner.py): the background task over a
 LogManager, and compacted topics through real brokers (tests/support/cluster.py).
 
 A client of a compacted topic sees old values disappear while it keeps producing and
@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from broker.core.log import Log, LogConfig, LogManager
-from broker.log_cleaner import CleanerSettings, LogCleanerTask
+from broker.tasks.log_cleaner import CleanerSettings, LogCleanerTask
 from client.consumer import open_consumer
 from client.producer import open_producer
 from client.protocol.errors import ErrorCode, TributaryError

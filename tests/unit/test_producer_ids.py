@@ -15,7 +15,7 @@ from broker.core.producer_ids import (
     encode_block,
     next_block,
 )
-from broker.zk_gateway import BrokerZkGateway
+from broker.zookeeper.gateway import BrokerZkGateway
 from server_common import zkdata
 from tests.support.memory_zk import MemoryZooKeeperServer
 

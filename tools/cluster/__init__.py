@@ -1,1 +1,12 @@
-"""Local clusters as child processes: ZooKeeper, controllers and brokers, by pid."""
+"""Local clusters as child processes: ZooKeeper, controllers and brokers, by pid.
+
+- `launcher.py`: `LocalCluster`, which lays out a cluster directory and starts, stops,
+  kills and restarts its processes (`tributary cluster up|down|kill|restart`);
+- `state.py`: the cluster's state file (`cluster.json`: pids, ports, log paths), how
+  every other command finds the cluster;
+- `zookeeper.py`: a real ZooKeeper server (Debian's jar) as a child process;
+- `inspect.py`: the cluster's state read straight from ZooKeeper (`cluster status`,
+  `watch`, tests);
+- `watch_view.py`: `tributary cluster watch`'s pure half: snapshots, the events between
+  them, rendering.
+"""

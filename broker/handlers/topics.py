@@ -1,4 +1,5 @@
-"""Admin requests that brokers turn into ZooKeeper writes, as Kafka 2.x's admin did.
+"""CreateTopics, CreatePartitions and DeleteTopics: brokers turn them into ZooKeeper
+writes, as Kafka 2.x's admin did.
 
 How it works: CreateTopics validates each topic (name, partitions, replication factor
 against the live brokers in /brokers/ids, configs against the topic config names, or a
@@ -9,10 +10,10 @@ every partition with a leader, so a client can produce right after. CreatePartit
 extends /brokers/topics/<t> with a conditional set (the controller watches each topic
 znode and brings new partitions online) and waits the same way. Partition counts and
 replication factors are checked against the limits (`core/partition_limits.py`) before
-any assignment is built. DeleteTopics marks
-/admin/delete_topics/<t> and waits for the topic to leave the metadata. ElectLeaders
-and AlterPartitionReassignments write the /admin znodes the controller watches. All of
-it goes through the broker's ZooKeeper gateway; the waits watch the metadata cache.
+any assignment is built. DeleteTopics marks /admin/delete_topics/<t> and waits for the
+topic to leave the metadata. All of it goes through the broker's ZooKeeper gateway; the
+waits watch the metadata cache (`MetadataChanges`). `TopicProblem` and
+`min_isr_problem` are the validation the config handlers (configs.py) share.
 """
 
 from __future__ import annotations
@@ -20,20 +21,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import trio
-
 from broker.core.assignment import AssignmentError, assign_replicas, validate_assignment
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
 from broker.core.metadata_cache import MetadataCache
 from broker.core.partition_limits import LimitProblem, PartitionBudget, PartitionLimits
-from broker.metadata_changes import MetadataChanges
-from broker.zk_gateway import BrokerZkGateway
+from broker.handlers.metadata_changes import MetadataChanges
+from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
-from client.protocol.types import TopicPartition, topic_name_problem
+from client.protocol.types import topic_name_problem
 from server_common import zkdata
-from server_common.network import error_answer
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +77,7 @@ class TopicDefaults:
         )
 
 
-class AdminHandlers:
+class TopicHandlers:
     def __init__(
         self,
         gateway: BrokerZkGateway,
@@ -422,246 +420,6 @@ class AdminHandlers:
                         )
         return m.DeleteTopicsResponse(throttle_time_ms=0, responses=list(responses.values()))
 
-    # -- ElectLeaders (preferred) -----------------------------------------------------------
-    async def elect_leaders(self, request: m.ElectLeadersRequest):
-        if request.election_type != m.PREFERRED_ELECTION:
-            return error_answer(
-                ErrorCode.INVALID_REQUEST,
-                "only preferred leader election is available on demand; unclean election "
-                "happens automatically where unclean.leader.election.enable=true",
-            )
-        cache = self.cache
-        if request.topic_partitions is None:
-            wanted = [tp for tp, _ in cache.all_partitions()]
-        else:
-            wanted = [
-                TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions
-            ]
-        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
-        to_elect = []
-        for tp in wanted:
-            state = cache.partition(tp)
-            if state is None:
-                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-            elif state.replicas and state.leader == state.replicas[0]:
-                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica leads")
-            else:
-                to_elect.append(tp)
-        if to_elect:
-            await self._write_preferred_election(to_elect, request.timeout_ms / 1000)
-
-            def elected() -> bool:
-                for tp in to_elect:
-                    state = cache.partition(tp)
-                    if state is None or not state.replicas or state.leader != state.replicas[0]:
-                        return False
-                return True
-
-            await self.metadata_changes.wait_for(elected, request.timeout_ms / 1000)
-            for tp in to_elect:
-                state = cache.partition(tp)
-                if state is not None and state.replicas and state.leader == state.replicas[0]:
-                    results[tp] = (ErrorCode.NONE, None)
-                else:
-                    results[tp] = (
-                        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                        "the preferred replica is not alive and in the ISR",
-                    )
-        by_topic: dict[str, list[m.ElectLeadersPartitionResult]] = {}
-        for tp, (code, message) in results.items():
-            by_topic.setdefault(tp.topic, []).append(
-                m.ElectLeadersPartitionResult(
-                    partition_id=tp.partition, error_code=code, error_message=message
-                )
-            )
-        return m.ElectLeadersResponse(
-            throttle_time_ms=0,
-            error_code=ErrorCode.NONE,
-            replica_election_results=[
-                m.ElectLeadersResponseTopic(topic=t, partition_result=r)
-                for t, r in by_topic.items()
-            ],
-        )
-
-    async def _write_preferred_election(self, partitions: list[TopicPartition], timeout_s: float):
-        with trio.move_on_after(timeout_s):
-            await self.gateway.request_preferred_election(partitions)
-
-    # -- IncrementalAlterConfigs ----------------------------------------------------------
-    async def incremental_alter_configs(
-        self, request: m.IncrementalAlterConfigsRequest
-    ) -> m.IncrementalAlterConfigsResponse:
-        """Topic config changes: SET and DELETE on the topic's overrides, validated like
-        CreateTopics' (names, values, min.insync.replicas against the replication
-        factor), written to /config/topics/<t> and announced under /config/changes."""
-        responses = []
-        for resource in request.resources:
-            code, message = ErrorCode.NONE, None
-            try:
-                config = await self._altered_config(resource)
-                if not request.validate_only:
-                    await self.gateway.set_topic_config(resource.resource_name, config)
-                    log.info("topic %s: config set to %s", resource.resource_name, config)
-            except TopicProblem as problem:
-                code, message = problem.code, problem.message
-            responses.append(
-                m.AlterConfigsResourceResponse(
-                    error_code=code,
-                    error_message=message,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
-            )
-        return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
-
-    async def _altered_config(self, resource: m.AlterConfigsResource) -> dict[str, str]:
-        name = resource.resource_name
-        if resource.resource_type != m.TOPIC_RESOURCE:
-            raise TopicProblem(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
-        assignment = await self.gateway.topic_assignment(name)
-        if assignment is None:
-            raise TopicProblem(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-        config = (await self.gateway.topic_configs([name]))[name]
-        for entry in resource.configs:
-            if entry.config_operation == m.CONFIG_SET and entry.value is not None:
-                config[entry.name] = entry.value
-            elif entry.config_operation == m.CONFIG_DELETE:
-                config.pop(entry.name, None)
-            else:
-                raise TopicProblem(
-                    ErrorCode.INVALID_REQUEST,
-                    f"{entry.name}: only SET (with a value) and DELETE are supported",
-                )
-        try:
-            log_config = LogConfig.from_properties(config, self.default_log_config)
-        except ConfigError as exc:
-            raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        rf = min((len(r) for r in assignment.partitions.values()), default=0)
-        if "min.insync.replicas" in config:
-            if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
-                raise TopicProblem(ErrorCode.INVALID_CONFIG, problem)
-        return config
-
-    # -- DescribeConfigs --------------------------------------------------------------------
-    async def describe_configs(self, request: m.DescribeConfigsRequest):
-        defaults = self.default_log_config.to_properties()
-        results = []
-        for resource in request.resources:
-            name = resource.resource_name
-            if resource.resource_type != m.TOPIC_RESOURCE:
-                results.append(
-                    _configs_result(resource, ErrorCode.INVALID_REQUEST, "only topic configs")
-                )
-                continue
-            if not await self.gateway.topic_exists(name):
-                results.append(
-                    _configs_result(
-                        resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
-                    )
-                )
-                continue
-            overrides = (await self.gateway.topic_configs([name]))[name]
-            keys = resource.configuration_keys or sorted(set(defaults) | set(overrides))
-            configs = [
-                m.DescribeConfigsResult(
-                    name=key,
-                    value=overrides.get(key, defaults.get(key)),
-                    read_only=False,
-                    is_default=key not in overrides,
-                )
-                for key in keys
-                if key in overrides or key in defaults
-            ]
-            results.append(_configs_result(resource, ErrorCode.NONE, None, configs))
-        return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
-
-    # -- reassignments ------------------------------------------------------------------
-    async def alter_partition_reassignments(self, request: m.AlterPartitionReassignmentsRequest):
-        plan: dict[tuple[str, int], tuple[int, ...]] = {}
-        results: dict[str, list[m.AlterPartitionReassignmentsResponsePartition]] = {}
-        live = await self.gateway.live_broker_ids()
-        for topic in request.topics:
-            current = await self.gateway.topic_assignment(topic.name)
-            for part in topic.partitions:
-                code, message = ErrorCode.NONE, None
-                if current is None or part.partition_index not in current.partitions:
-                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-                elif part.replicas is None:
-                    code, message = (
-                        ErrorCode.INVALID_REQUEST,
-                        "cancelling a reassignment is not supported",
-                    )
-                elif not part.replicas or len(set(part.replicas)) != len(part.replicas):
-                    code, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, "empty or duplicate"
-                elif any(r not in live for r in part.replicas):
-                    code, message = (
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"brokers not live: {sorted(set(part.replicas) - live)}",
-                    )
-                else:
-                    plan[(topic.name, part.partition_index)] = tuple(part.replicas)
-                results.setdefault(topic.name, []).append(
-                    m.AlterPartitionReassignmentsResponsePartition(
-                        partition_index=part.partition_index, error_code=code, error_message=message
-                    )
-                )
-        top_code, top_message = ErrorCode.NONE, None
-        if plan:
-            if not await self.gateway.start_reassignment(plan):
-                top_code, top_message = (
-                    ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                    "a reassignment is already in progress",
-                )
-        return m.AlterPartitionReassignmentsResponse(
-            throttle_time_ms=0,
-            error_code=top_code,
-            error_message=top_message,
-            responses=[
-                m.AlterPartitionReassignmentsResponseTopic(name=name, partitions=parts)
-                for name, parts in results.items()
-            ],
-        )
-
-    async def list_partition_reassignments(self, request: m.ListPartitionReassignmentsRequest):
-        plan = await self.gateway.reassignment_plan()
-        topics: dict[str, list[m.ListPartitionReassignmentsResponsePartition]] = {}
-        for (topic, partition), target in sorted(plan.items()):
-            if request.topics is not None and not any(
-                t.name == topic and partition in t.partition_indexes for t in request.topics
-            ):
-                continue
-            assignment = await self.gateway.topic_assignment(topic)
-            if assignment is None:
-                continue
-            # While moving, the topic znode holds the full set (target plus replicas being
-            # removed) with adding/removing lists, as Kafka 2.4+ writes it.
-            current = assignment.partitions.get(partition, ())
-            adding = assignment.adding_replicas.get(partition)
-            removing = assignment.removing_replicas.get(partition)
-            topics.setdefault(topic, []).append(
-                m.ListPartitionReassignmentsResponsePartition(
-                    partition_index=partition,
-                    replicas=list(dict.fromkeys(list(current) + list(target))),
-                    adding_replicas=list(
-                        adding if adding is not None else [r for r in target if r not in current]
-                    ),
-                    removing_replicas=list(
-                        removing
-                        if removing is not None
-                        else [r for r in current if r not in target]
-                    ),
-                )
-            )
-        return m.ListPartitionReassignmentsResponse(
-            throttle_time_ms=0,
-            error_code=ErrorCode.NONE,
-            error_message=None,
-            topics=[
-                m.ListPartitionReassignmentsResponseTopic(name=name, partitions=parts)
-                for name, parts in topics.items()
-            ],
-        )
-
 
 def _raise_limit(problem: LimitProblem | None) -> None:
     if problem is not None:
@@ -678,21 +436,6 @@ def _create_result(
         error_message=message,
         num_partitions=partitions,
         replication_factor=rf,
-    )
-
-
-def _configs_result(
-    resource: m.DescribeConfigsResource,
-    code: ErrorCode,
-    message: str | None,
-    configs: list[m.DescribeConfigsResult] | None = None,
-) -> m.DescribeConfigsResponseResource:
-    return m.DescribeConfigsResponseResource(
-        error_code=code,
-        error_message=message,
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-        configs=configs or [],
     )
 
 

@@ -27,7 +27,7 @@ from broker.core.assignment import AssignmentError, assign_replicas
 from broker.core.group.coordinator import GroupConfig, GroupCoordinator, GroupLoader, Records
 from broker.core.group.offsets_topic import OFFSETS_TOPIC
 from broker.core.replica_manager import ReplicaManager
-from broker.zk_gateway import BrokerZkGateway
+from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import records as rec
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition

@@ -1,21 +1,10 @@
-"""The Kafka listener's request dispatcher, and the data-plane translations.
+"""The data-plane translations of the Kafka listener (version ranges in versions.py).
 
-How it works: `KafkaDispatcher` is the request handler of a Kafka listener's connections
-(`serve_connection` with `KafkaServerConnection`). For each decoded kio request it looks
-up the API's `Translation` (versions.translations()), turns the request into the native
-one (`to_native`), hands that to the same native handler a native listener uses
-(`RequestHandlers.handle(header, request, listener)`, through the broker's interceptor)
-and translates what comes back into the kio response of the version the client asked
-for (`from_native`). A `Reply` that a purgatory fills later (a waiting fetch, an
-acks=all produce) becomes a `Reply` of the translated response, so the connection keeps
-pipelining; NO_RESPONSE (acks=0 produce) and CLOSE_CONNECTION pass through. A
-request-level native error answer, a `KafkaRequestError` from `to_native`, a failing
-native handler or any other translation failure is answered with the API's
-`error_response` carrying that code (UNKNOWN_SERVER_ERROR for bugs, INVALID_REQUEST for a
-native `ProtocolError`), so nothing a translation does can break a connection.
+How it works: each API is one `Translation` (translation.py): `to_native` turns the kio
+request into the native `client.protocol.messages` request, `from_native` turns the
+native response into the kio response of the client's version, and `error_response`
+answers the whole request with one error code. `TRANSLATIONS` lists them for versions.py.
 
-Data-plane translations here (version ranges in versions.py):
-- ApiVersions: the merged version table of every translate module.
 - Metadata: brokers at the addresses of the listener asked on, cluster id, the lowest
   live broker as controller id (Tributary's controller is not a broker; every broker
   serves CreateTopics and DeleteTopics), topics with leader, leader epoch, replicas, ISR
@@ -42,9 +31,7 @@ Data-plane translations here (version ranges in versions.py):
 from __future__ import annotations
 
 import datetime
-import logging
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.kafka.translation import (
@@ -61,116 +48,17 @@ from broker.kafka.translation import (
 )
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
-from client.protocol.codec import RequestHeader
-from client.protocol.errors import ErrorCode, ProtocolError
+from client.protocol.errors import ErrorCode
 from client.protocol.kafka_records import to_kafka_format
-from server_common.network import (
-    CLOSE_CONNECTION,
-    NO_RESPONSE,
-    Reply,
-    error_answer,
-    is_error_answer,
-)
-
-log = logging.getLogger(__name__)
-
-NativeHandler = Callable[[RequestHeader, Any], Awaitable[Any]]
+from server_common.network import NO_RESPONSE
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 ZERO_UUID = uuid.UUID(int=0)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
-class KafkaDispatcher:
-    """Serves kio requests through `translations` and the native `handle_native`."""
-
-    def __init__(
-        self,
-        handle_native: NativeHandler,
-        translations: Callable[[], dict[int, Translation]] | None = None,
-    ) -> None:
-        if translations is None:
-            from broker.kafka.versions import translations
-        self._handle_native = handle_native
-        self._translations = translations
-
-    async def __call__(self, header: KafkaHeader, request: Any) -> Any:
-        translation = self._translations().get(header.api_key)
-        if translation is None:  # the decoder only lets through what is translated
-            return error_answer(ErrorCode.UNSUPPORTED_VERSION, f"api {header.api_key}")
-        version = header.api_version
-        try:
-            native = translation.to_native(request, header)
-        except KafkaRequestError as exc:
-            log.info("answering api %s with %s: %s", header.api_key, exc.code, exc)
-            return _error_response(translation, request, version, exc.code)
-        except Exception:
-            log.exception("cannot translate a request of api %s v%s", header.api_key, version)
-            return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
-        try:
-            outcome = await self._handle_native(header.native(), native)
-        except ProtocolError as exc:  # what the native loop answers with INVALID_REQUEST
-            log.info("bad request %s (api %s): %s", header.correlation_id, header.api_key, exc)
-            return _error_response(translation, request, version, ErrorCode.INVALID_REQUEST)
-        except Exception:
-            log.exception("handler for api %s failed (Kafka listener)", header.api_key)
-            return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
-        return _translate_outcome(translation, request, version, outcome)
-
-
-def _translate_outcome(translation: Translation, request: Any, version: int, outcome: Any) -> Any:
-    if outcome is NO_RESPONSE or outcome is CLOSE_CONNECTION:
-        return outcome
-    if isinstance(outcome, Reply):
-        return outcome.then(lambda value: _translate_outcome(translation, request, version, value))
-    if is_error_answer(outcome):
-        return _error_response(translation, request, version, outcome.code)
-    try:
-        return translation.from_native(outcome, version)
-    except Exception:
-        log.exception("cannot translate a response of api %s v%s", translation.api_key, version)
-        return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
-def _error_response(translation: Translation, request: Any, version: int, code: int) -> Any:
-    try:
-        return translation.error_response(request, version, int(code))
-    except Exception:
-        log.exception("cannot build an error response of api %s", translation.api_key)
-        return error_answer(ErrorCode.from_code(int(code)), "")  # the wire's generic one
-
-
 def _datetime_ms(ms: int) -> datetime.datetime | None:
     return None if ms < 0 else _EPOCH + datetime.timedelta(milliseconds=ms)
-
-
-# --- ApiVersions (18) ------------------------------------------------------------------
-
-
-def _api_versions_response(version: int, code: int) -> Any:
-    from broker.kafka.versions import supported
-
-    cls = response_class(ApiKey.API_VERSIONS, version)
-    entry = schema_class(cls, "ApiVersion")
-    return build(
-        cls,
-        error_code=kafka_error(code),
-        api_keys=tuple(
-            entry(api_key=key, min_version=low, max_version=high)
-            for key, (low, high) in sorted(supported().items())
-        ),
-        throttle_time=ZERO_MS,
-    )
-
-
-API_VERSIONS = Translation(
-    api_key=ApiKey.API_VERSIONS,
-    min_version=0,
-    max_version=3,
-    to_native=lambda request, header: m.ApiVersionsRequest(),
-    from_native=lambda response, version: _api_versions_response(version, ErrorCode.NONE),
-    error_response=lambda request, version, code: _api_versions_response(version, code),
-)
 
 
 # --- Metadata (3) ----------------------------------------------------------------------
@@ -696,7 +584,6 @@ INIT_PRODUCER_ID = Translation(
 TRANSLATIONS: dict[int, Translation] = {
     int(t.api_key): t
     for t in (
-        API_VERSIONS,
         METADATA,
         PRODUCE,
         FETCH,

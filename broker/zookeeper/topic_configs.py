@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Callable, Iterable
 
 import trio
 
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
-from broker.zk_gateway import BrokerZkGateway
+from broker.zookeeper.gateway import BrokerZkGateway
 from server_common import zkdata
 from server_common.zk import ZkError
 
@@ -44,20 +43,6 @@ log = logging.getLogger(__name__)
 
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs default.
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-
-# PLANTED BUG, for tests/chaos/test_planted_bug.py only: with the environment variable
-# TRIBUTARY_PLANTED_BUG=skip_min_isr (which only that test sets, on the brokers it starts)
-# every topic behaves as if min.insync.replicas were 1, so acks=all records are
-# acknowledged by a leader alone. The test proves the chaos checker catches the loss this
-# causes. Nothing else reads the variable; unset, this changes nothing.
-_PLANTED_BUG = os.environ.get("TRIBUTARY_PLANTED_BUG", "")
-
-
-def _with_planted_bug(config: LogConfig) -> LogConfig:
-    if _PLANTED_BUG == "skip_min_isr":
-        log.warning("PLANTED BUG skip_min_isr: min.insync.replicas ignored (tests only)")
-        return config.merged(min_insync_replicas=1)
-    return config
 
 
 class TopicConfigs:
@@ -70,7 +55,7 @@ class TopicConfigs:
         change_expiration_ms: int = CHANGE_EXPIRATION_MS,
     ):
         self.gateway = gateway
-        self.default = _with_planted_bug(default)
+        self.default = default
         self.on_loaded = on_loaded
         self.change_expiration_ms = change_expiration_ms
         self._configs: dict[str, LogConfig] = {}
@@ -79,7 +64,6 @@ class TopicConfigs:
         return self._configs.get(topic, self.default)
 
     def set(self, topic: str, config: LogConfig) -> None:
-        config = _with_planted_bug(config)
         self._configs[topic] = config
         self.on_loaded(topic, config)
 

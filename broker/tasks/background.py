@@ -18,8 +18,8 @@ what comes back, nothing more:
 - `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
 - `memory_releaser`: hands the heap's free pages back to the system every
   `MEMORY_RELEASE_S` (`server_common/malloc_tuning.py`), so RSS falls after a burst;
-- `log_cleaner` (when set, `broker/log_cleaner.py`): compaction of `compact` logs;
-- `log_scrubber` (when set, `broker/log_scrubber.py`): CRC checks of closed segments
+- `log_cleaner` (when set, `broker/tasks/log_cleaner.py`): compaction of `compact` logs;
+- `log_scrubber` (when set, `broker/tasks/log_scrubber.py`): CRC checks of closed segments
   and repair of damaged batches.
 """
 
@@ -37,9 +37,9 @@ from broker.core.log.log import PendingFlush
 from broker.core.log.manager import LogManager
 from broker.core.partition import IsrUpdate
 from broker.core.replica_manager import ReplicaManager
-from broker.log_cleaner import LogCleanerTask
-from broker.log_scrubber import LogScrubber
-from broker.zk_gateway import BrokerZkGateway
+from broker.tasks.log_cleaner import LogCleanerTask
+from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.gateway import BrokerZkGateway
 from server_common.jsonl import Rotation
 from server_common.malloc_tuning import release_free_memory
 from server_common.metrics import MetricsRegistry

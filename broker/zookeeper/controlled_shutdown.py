@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import trio
 
-from broker.registration import BrokerIdentity
-from broker.zk_gateway import BrokerZkGateway
+from broker.zookeeper.gateway import BrokerZkGateway
+from broker.zookeeper.registration import BrokerIdentity
 from client.connection import BrokerConnectionError, Connector, open_connection
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, ProtocolError, TributaryError

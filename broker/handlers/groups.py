@@ -18,7 +18,7 @@ from typing import Any
 from broker.core.group.coordinator import JoinRequest, describe
 from broker.core.group.offsets_topic import OFFSETS_TOPIC, OffsetValue
 from broker.core.metadata_cache import MetadataCache
-from broker.group_service import GroupService
+from broker.tasks.group_service import GroupService
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader

@@ -1,0 +1,145 @@
+"""The broker's request handlers: one module per family of requests, and the dispatch.
+
+How it works: `RequestHandlers.handle(header, request, listener)` is what every
+connection's reader calls (`server_common.network.serve_connection`, set up in
+broker/server.py; a Kafka listener's requests arrive here too, through
+broker/kafka/dispatcher.py). It looks the API key up in one table, `_dispatch`, built
+below, that names the handler of every API a broker serves, and awaits it: one lookup
+per request, and the handler is the family's own bound method. Metadata (answered with
+the addresses of the listener it came in on) and the group APIs (which need the client
+id and the listener: `GroupHandlers.handle`) take the request's context as well. An API
+no broker serves is answered UNSUPPORTED_VERSION.
+
+The families see only what they use (the replica manager, the metadata cache, the
+ZooKeeper gateway, the broker's identity, a clock...). Data plane handlers call the
+sans-IO core synchronously, before any `await`, so requests of one connection reach the
+core in the order they arrived; a response that has to wait is a `Reply` the core's
+callback fills. No handler wakes a timer or a fetcher: the core reports those itself
+(`ReplicaManager`'s `wake_at` and `followers_changed`).
+
+- `data_plane.py`: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords
+  (`DataPlaneHandlers`), the tuned paths;
+- `metadata.py`: Metadata and ApiVersions, answered from the metadata cache;
+- `producer_ids.py`: InitProducerId, ids from blocks claimed in ZooKeeper;
+- `controller_requests.py`: LeaderAndIsr, UpdateMetadata, StopReplica, fenced by
+  controller and broker epoch;
+- `log_dirs.py`: DescribeLogDirs and VerifyLogDirs (an on-demand scrub);
+- `topics.py`: CreateTopics, CreatePartitions, DeleteTopics, written to ZooKeeper,
+  with `TopicDefaults` (the broker settings they apply);
+- `configs.py`: DescribeConfigs and IncrementalAlterConfigs of topics;
+- `elections.py`: ElectLeaders (preferred); `reassignments.py`: Alter- and
+  ListPartitionReassignments; both write the /admin znodes the controller watches;
+- `groups.py`: the consumer group APIs (`GROUP_APIS`), over the group coordinator
+  (broker/tasks/group_service.py);
+- `metadata_changes.py`: waiting until the metadata cache shows a state (the admin
+  handlers wait for leaders, deletions, elections).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.core.log.config import LogConfig
+from broker.core.metadata_cache import MetadataCache
+from broker.core.replica_manager import ReplicaManager
+from broker.handlers.configs import ConfigHandlers
+from broker.handlers.controller_requests import ControllerRequestHandlers
+from broker.handlers.data_plane import DataPlaneHandlers
+from broker.handlers.elections import ElectionHandlers
+from broker.handlers.groups import GROUP_APIS, GroupHandlers
+from broker.handlers.log_dirs import LogDirHandlers
+from broker.handlers.metadata import MetadataHandlers
+from broker.handlers.metadata_changes import MetadataChanges
+from broker.handlers.producer_ids import ProducerIdHandlers
+from broker.handlers.reassignments import ReassignmentHandlers
+from broker.handlers.topics import TopicDefaults, TopicHandlers
+from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.gateway import BrokerZkGateway
+from broker.zookeeper.registration import BrokerIdentity
+from broker.zookeeper.topic_configs import TopicConfigs
+from client.protocol.api import ApiKey
+from client.protocol.codec import RequestHeader
+from client.protocol.errors import ErrorCode
+from server_common.network import error_answer
+
+
+class RequestHandlers:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        gateway: BrokerZkGateway,
+        *,
+        identity: BrokerIdentity,
+        topic_configs: TopicConfigs,
+        metadata_changes: MetadataChanges,
+        topic_defaults: TopicDefaults,
+        default_log_config: LogConfig,
+        clock: Callable[[], int],
+        log_dir: str,
+        groups: GroupHandlers | None = None,
+        scrubber: LogScrubber | None = None,
+    ):
+        self.data_plane = DataPlaneHandlers(replica_manager, metadata_cache, clock)
+        self.metadata = MetadataHandlers(metadata_cache, identity)
+        self.producer_ids = ProducerIdHandlers(gateway, identity)
+        self.controller_requests = ControllerRequestHandlers(
+            replica_manager,
+            metadata_cache,
+            identity=identity,
+            topic_configs=topic_configs,
+            metadata_changes=metadata_changes,
+            clock=clock,
+        )
+        self.log_dirs = LogDirHandlers(replica_manager, identity, log_dir, scrubber)
+        self.topics = TopicHandlers(
+            gateway,
+            metadata_cache,
+            metadata_changes,
+            topic_defaults=topic_defaults,
+            default_log_config=default_log_config,
+        )
+        self.configs = ConfigHandlers(gateway, default_log_config)
+        self.elections = ElectionHandlers(gateway, metadata_cache, metadata_changes)
+        self.reassignments = ReassignmentHandlers(gateway)
+        self.groups = groups
+        data, controller = self.data_plane, self.controller_requests
+        # API key -> handler(request), for every API but Metadata and the group APIs
+        # (`handle` passes those the request's context).
+        self._dispatch = {
+            ApiKey.API_VERSIONS: self.metadata.api_versions,
+            ApiKey.PRODUCE: data.produce,
+            ApiKey.FETCH: data.fetch,
+            ApiKey.LIST_OFFSETS: data.list_offsets,
+            ApiKey.DELETE_RECORDS: data.delete_records,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
+            ApiKey.INIT_PRODUCER_ID: self.producer_ids.init_producer_id,
+            ApiKey.LEADER_AND_ISR: controller.leader_and_isr,
+            ApiKey.UPDATE_METADATA: controller.update_metadata,
+            ApiKey.STOP_REPLICA: controller.stop_replica,
+            ApiKey.DESCRIBE_LOG_DIRS: self.log_dirs.describe_log_dirs,
+            ApiKey.VERIFY_LOG_DIRS: self.log_dirs.verify_log_dirs,
+            ApiKey.CREATE_TOPICS: self.topics.create_topics,
+            ApiKey.DELETE_TOPICS: self.topics.delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.topics.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.configs.describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.configs.incremental_alter_configs,
+            ApiKey.ELECT_LEADERS: self.elections.elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.reassignments.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.reassignments.list_partition_reassignments,
+        }
+
+    async def handle(self, header: RequestHeader, request: Any, listener: str | None = None) -> Any:
+        """Serve one request that arrived through `listener` (None: any/unknown)."""
+        if header.api_key == ApiKey.METADATA:
+            return await self.metadata.metadata(request, listener)
+        if header.api_key in GROUP_APIS and self.groups is not None:
+            return await self.groups.handle(header, request, listener)
+        handler = self._dispatch.get(header.api_key)
+        if handler is None:
+            return error_answer(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"api {ApiKey(header.api_key).name} is not served by brokers",
+            )
+        return await handler(request)

@@ -1,0 +1,229 @@
+"""The data plane: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords.
+
+How it works: each handler turns the request into one call on the sans-IO
+`ReplicaManager`, made synchronously before any `await`, so requests of one connection
+reach the core in the order they arrived. A response that has to wait (an acks=all
+produce, a fetch waiting for bytes, a DeleteRecords waiting for the followers) comes
+back as a `Reply` that the core's callback fills; an acks=0 produce answers nothing
+(`NO_RESPONSE`). A partition this broker does not host but the cluster has is answered
+NOT_LEADER_OR_FOLLOWER (stale metadata, retriable), as Kafka does. These are the
+broker's tuned paths: no work per record here, only per partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
+from broker.core.metadata_cache import MetadataCache
+from broker.core.replica_manager import ReplicaManager
+from client.protocol import messages as m
+from client.protocol.errors import ErrorCode
+from client.protocol.types import TopicPartition
+from server_common.network import NO_RESPONSE, Reply, error_answer
+
+# Longest a fetch may wait in purgatory, whatever the client asks (Kafka has no cap but
+# the client's request timeout; a cap keeps a confused client from pinning memory).
+MAX_FETCH_WAIT_MS = 60_000
+
+
+class DataPlaneHandlers:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        clock: Callable[[], int],
+    ) -> None:
+        self.rm = replica_manager
+        self.cache = metadata_cache
+        self.now_ms = clock
+
+    # -- produce --------------------------------------------------------------------
+    async def produce(self, request: m.ProduceRequest) -> Any:
+        entries: dict[TopicPartition, bytes] = {}
+        for topic in request.topics:
+            for part in topic.partitions:
+                entries[TopicPartition(topic.name, part.partition)] = part.records
+        now = self.now_ms()
+        if request.acks == 0:
+            self.rm.append_records(
+                now, acks=0, timeout_ms=0, entries=entries, respond=lambda results: None
+            )
+            return NO_RESPONSE
+        reply = Reply()
+
+        def respond(results) -> None:
+            reply.set(self._produce_response(results))
+
+        self.rm.append_records(
+            now,
+            acks=request.acks,
+            timeout_ms=request.timeout_ms,
+            entries=entries,
+            respond=respond,
+        )
+        return reply
+
+    # -- DeleteRecords ----------------------------------------------------------------
+    async def delete_records(self, request: m.DeleteRecordsRequest) -> Any:
+        """The leader moves each partition's log start offset; the answer waits until the
+        in-sync followers have too (core/delayed_delete_records.py)."""
+        offsets: dict[TopicPartition, int] = {}
+        for topic in request.topics:
+            for part in topic.partitions:
+                offsets[TopicPartition(topic.name, part.partition_index)] = part.offset
+        reply = Reply()
+
+        def respond(results) -> None:
+            by_topic: dict[str, list[m.DeleteRecordsResponsePartition]] = {}
+            for tp, result in results.items():
+                by_topic.setdefault(tp.topic, []).append(
+                    m.DeleteRecordsResponsePartition(
+                        partition_index=tp.partition,
+                        low_watermark=result.low_watermark,
+                        error_code=self._not_hosted_code(tp, result.error_code),
+                    )
+                )
+            reply.set(
+                m.DeleteRecordsResponse(
+                    throttle_time_ms=0,
+                    topics=[
+                        m.DeleteRecordsResponseTopic(name=name, partitions=parts)
+                        for name, parts in by_topic.items()
+                    ],
+                )
+            )
+
+        self.rm.delete_records(
+            self.now_ms(), timeout_ms=request.timeout_ms, offsets=offsets, respond=respond
+        )
+        return reply
+
+    def _produce_response(self, results) -> m.ProduceResponse:
+        by_topic: dict[str, list[m.ProduceResponsePartition]] = {}
+        for tp, result in results.items():
+            code = self._not_hosted_code(tp, result.error_code)
+            by_topic.setdefault(tp.topic, []).append(
+                m.ProduceResponsePartition(
+                    partition=tp.partition,
+                    error_code=code,
+                    base_offset=result.base_offset,
+                    log_append_time_ms=result.log_append_time_ms,
+                    log_start_offset=result.log_start_offset,
+                    error_message=result.error_message if code else None,
+                )
+            )
+        return m.ProduceResponse(
+            topics=[
+                m.ProduceResponseTopic(name=name, partitions=parts)
+                for name, parts in by_topic.items()
+            ],
+            throttle_time_ms=0,
+        )
+
+    def _not_hosted_code(self, tp: TopicPartition, code: int) -> ErrorCode:
+        """A partition we don't host but the cluster has is a stale-metadata problem
+        (retriable NOT_LEADER_OR_FOLLOWER), not an unknown partition (Kafka does this)."""
+        code = ErrorCode.from_code(code)
+        if code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.cache.contains_partition(tp):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return code
+
+    # -- fetch ----------------------------------------------------------------------
+    async def fetch(self, request: m.FetchRequest) -> Any:
+        if request.max_wait_ms < 0 or request.min_bytes < 0 or request.max_bytes < 0:
+            return error_answer(ErrorCode.INVALID_REQUEST, "negative wait or size")
+        params = FetchParams(
+            replica_id=request.replica_id,
+            max_wait_ms=min(request.max_wait_ms, MAX_FETCH_WAIT_MS),
+            min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes,
+        )
+        partitions: dict[TopicPartition, FetchPartitionRequest] = {}
+        for topic in request.topics:
+            for part in topic.partitions:
+                if part.partition_max_bytes < 0:
+                    return error_answer(ErrorCode.INVALID_REQUEST, "negative partition_max_bytes")
+                partitions[TopicPartition(topic.topic, part.partition)] = FetchPartitionRequest(
+                    fetch_offset=part.fetch_offset,
+                    current_leader_epoch=part.current_leader_epoch,
+                    partition_max_bytes=part.partition_max_bytes,
+                    log_start_offset=part.log_start_offset,
+                )
+        reply = Reply()
+
+        def respond(results) -> None:
+            reply.set(self._fetch_response(results))
+
+        self.rm.fetch_messages(self.now_ms(), params, partitions, respond)
+        return reply
+
+    def _fetch_response(self, results) -> m.FetchResponse:
+        by_topic: dict[str, list[m.FetchResponsePartition]] = {}
+        for tp, result in results.items():
+            by_topic.setdefault(tp.topic, []).append(
+                m.FetchResponsePartition(
+                    partition=tp.partition,
+                    error_code=self._not_hosted_code(tp, result.error_code),
+                    high_watermark=result.high_watermark,
+                    last_stable_offset=result.high_watermark,
+                    log_start_offset=result.log_start_offset,
+                    records=result.records,
+                )
+            )
+        return m.FetchResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            topics=[
+                m.FetchResponseTopic(topic=name, partitions=parts)
+                for name, parts in by_topic.items()
+            ],
+        )
+
+    # -- offsets --------------------------------------------------------------------
+    async def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.name, part.partition)
+                code, timestamp, offset, epoch = self.rm.list_offset(
+                    tp,
+                    part.timestamp,
+                    part.current_leader_epoch,
+                    from_consumer=request.replica_id < 0,
+                )
+                parts.append(
+                    m.ListOffsetsResponsePartition(
+                        partition=part.partition,
+                        error_code=self._not_hosted_code(tp, code),
+                        timestamp=timestamp,
+                        offset=offset,
+                        leader_epoch=epoch,
+                    )
+                )
+            topics.append(m.ListOffsetsResponseTopic(name=topic.name, partitions=parts))
+        return m.ListOffsetsResponse(topics=topics)
+
+    async def offset_for_leader_epoch(
+        self, request: m.OffsetForLeaderEpochRequest
+    ) -> m.OffsetForLeaderEpochResponse:
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, part.partition)
+                code, epoch, end = self.rm.last_offset_for_leader_epoch(
+                    tp, part.current_leader_epoch, part.leader_epoch
+                )
+                parts.append(
+                    m.OffsetForLeaderEpochResponsePartition(
+                        error_code=self._not_hosted_code(tp, code),
+                        partition=part.partition,
+                        leader_epoch=epoch,
+                        end_offset=end,
+                    )
+                )
+            topics.append(m.OffsetForLeaderEpochResponseTopic(topic=topic.topic, partitions=parts))
+        return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,12 @@
+"""The broker's side of ZooKeeper: every read and write, and what it keeps in step.
+
+- `gateway.py`: `BrokerZkGateway`, every ZooKeeper read and write a broker makes, in the
+  broker's terms (register, write an ISR, create a topic, claim producer ids...): nothing
+  else in the broker knows a znode path;
+- `registration.py`: `BrokerIdentity` (broker id, cluster id, broker epoch) and
+  `Registration`, which keeps /brokers/ids/<id> alive across ZooKeeper sessions;
+- `topic_configs.py`: `TopicConfigs`, the broker defaults plus each topic's overrides
+  from /config/topics, kept up to date from /config/changes;
+- `controlled_shutdown.py`: leaving the cluster: finds the active controller in
+  /controller and asks it to move this broker's leaderships away before it stops.
+"""

@@ -1,0 +1,68 @@
+"""PLANTED BUG skip_min_isr, for tests/chaos/test_planted_bug.py only: every topic behaves
+as if min.insync.replicas were 1, so acks=all records are acknowledged by a leader alone.
+The test proves the chaos checker catches the loss this causes.
+
+How it is planted: Python imports `sitecustomize` at start-up from its path, and the test
+puts this directory first on the PYTHONPATH of the broker processes it starts, and of
+nothing else (`planted_bug_env`; ChaosCluster passes `env` to brokers only). This module
+then waits, with an import hook, for the broker to import
+`broker.zookeeper.topic_configs` (so nothing is imported earlier than in a real broker)
+and patches `TopicConfigs` there: the broker default and every topic config it loads
+get min.insync.replicas=1, which is what the partitions' min-ISR check reads. Nothing
+under broker/ knows about it.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import sys
+
+TARGET = "broker.zookeeper.topic_configs"
+WARNING = "PLANTED BUG skip_min_isr: min.insync.replicas ignored (tests only)"
+
+
+def plant(module) -> None:
+    """Patch `module.TopicConfigs` so every config it holds has min.insync.replicas=1."""
+    log = logging.getLogger(TARGET)
+    cls = module.TopicConfigs
+    original_init, original_set = cls.__init__, cls.set
+
+    def skip_min_isr(config):
+        log.warning(WARNING)
+        return config.merged(min_insync_replicas=1)
+
+    def __init__(self, gateway, default, *args, **kwargs):
+        original_init(self, gateway, skip_min_isr(default), *args, **kwargs)
+
+    def set(self, topic, config):
+        original_set(self, topic, skip_min_isr(config))
+
+    cls.__init__, cls.set = __init__, set
+
+
+class PlantOnImport(importlib.abc.MetaPathFinder):
+    """Finds TARGET with the other finders and runs `plant` once its module has run."""
+
+    def find_spec(self, name, path, target=None):
+        if name != TARGET:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_and_plant(module) -> None:
+            exec_module(module)
+            plant(module)
+
+        spec.loader.exec_module = exec_and_plant
+        return spec
+
+
+sys.meta_path.insert(0, PlantOnImport())
