@@ -3,7 +3,7 @@
 - `client.protocol`: frames, request/response messages, error codes and record batches:
   the wire contract that brokers, controllers, tools and the Spark job all share;
 - the library: `connection` (pipelined connections and a pool), `metadata` (the cluster
-  view clients route by), `producer`, `consumer`, `admin`, `partitioner` and `sync`
+  view clients route by), `producer` (with its partitioner), `consumer`, `admin` and `sync`
   (blocking wrappers for code that is not on Trio).
 
 Nothing here imports the broker, the controller, the shared server plumbing

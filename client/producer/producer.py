@@ -1,13 +1,13 @@
 """The producer: records in, per-partition batches out, retried in order until acked.
 
 How it works (Kafka 2.8's KafkaProducer, on Trio):
-- `send()` picks the partition (client/partitioner.py: explicit, key hash, or sticky),
+- `send()` picks the partition (client/producer/partitioner.py: explicit, key hash, or sticky),
   reserves buffer memory (waiting while `buffer_memory` is used up: backpressure) and
   appends the record to the partition's open batch in the `RecordAccumulator`. It returns
   a `DeliveryHandle` at once; `await handle` gives the `RecordMetadata` or raises.
   A batch keeps its records as columns (keys, values, timestamps, headers lists), so a
   record costs no object of its own, and is encoded by `build_column_batch`.
-- `send_many()` takes many records at once (client/record_columns.py converts and sizes
+- `send_many()` takes many records at once (client/producer/record_columns.py converts and sizes
   them, all checked before any is queued) and gives the same result as one `send()` per
   record: keyed records are placed one by one as `send()` places them; keyless ones go
   a run at a time, as many as fit in the open batch and in the free buffer memory, into
@@ -88,7 +88,15 @@ from client.metadata import (
     open_client_nursery,
     sleep_seconds,
 )
-from client.partitioner import DefaultPartitioner, partition_for_key
+from client.producer.partitioner import DefaultPartitioner, partition_for_key
+from client.producer.record_columns import (
+    NO_HEADERS,
+    Headers,
+    RecordColumns,
+    header_list,
+    record_size,
+    to_bytes,
+)
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.records import (
@@ -100,14 +108,6 @@ from client.protocol.records import (
     build_column_batch,
 )
 from client.protocol.types import TopicPartition
-from client.record_columns import (
-    NO_HEADERS,
-    Headers,
-    RecordColumns,
-    header_list,
-    record_size,
-    to_bytes,
-)
 
 log = logging.getLogger(__name__)
 
