@@ -12,7 +12,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.consumer import ConsumerBatch, ConsumerRecord, _decode, open_consumer
+from client.consumer import ConsumerBatch, ConsumerRecord, open_consumer
+from client.consumer.consumer import _decode
 from client.protocol import messages as m
 from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import (

@@ -12,7 +12,8 @@ from broker.core.follower_fetch import FetchPhase, FollowerFetch, FollowerFetchP
 from broker.core.log import Log, LogConfig
 from broker.core.partition import Partition
 from broker.core.replica_manager import FetchedPartition, ReplicaManagerStats, ReplicationConfig
-from client.consumer import Consumer, CorruptBatchError, _decode, _PartitionState
+from client.consumer import Consumer, CorruptBatchError
+from client.consumer.consumer import _decode, _PartitionState
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.records import CorruptRecordError, Record, assign_offsets, build_batch

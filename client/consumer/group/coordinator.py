@@ -1,8 +1,8 @@
 """The Trio side of a group consumer's membership: joining and syncing, heartbeats,
 rebalance callbacks, leaving (Kafka 2.8's ConsumerCoordinator, eager protocol). The
-decisions are `GroupMembership`'s (client/group_membership.py); this module sends what it
-asks for (through `CoordinatorChannel`, client/group_channel.py) and carries out what it
-answers. Commits and committed offsets are `GroupCommits`' (client/group_commits.py).
+decisions are `GroupMembership`'s (client/consumer/group/membership.py); this module sends what it
+asks for (through `CoordinatorChannel`, client/consumer/group/channel.py) and carries out what it
+answers. Commits and committed offsets are `GroupCommits`' (client/consumer/group/commits.py).
 
 How it works: `ConsumerCoordinator` runs, while the consumer is subscribed, these tasks:
 - membership: waits until the member must (re)join or the coordinator is unknown, then
@@ -39,12 +39,12 @@ from typing import Any, Protocol
 
 import trio
 
-from client.assignors import PartitionAssignor, assignor_for
 from client.connection import ConnectionPool, Connector
-from client.group_channel import CoordinatorChannel, Wakeup
-from client.group_commits import CommitCallback, GroupCommits, OffsetOwner, call_back
-from client.group_membership import GroupMembership, MemberState, Step
-from client.group_offsets import CommittedOffset, OffsetAndEpoch
+from client.consumer.group.assignors import PartitionAssignor, assignor_for
+from client.consumer.group.channel import CoordinatorChannel, Wakeup
+from client.consumer.group.commits import CommitCallback, GroupCommits, OffsetOwner, call_back
+from client.consumer.group.membership import GroupMembership, MemberState, Step
+from client.consumer.group.offsets import CommittedOffset, OffsetAndEpoch
 from client.metadata import Metadata, NoBrokersAvailableError, sleep_seconds
 from client.protocol import messages as m
 from client.protocol.consumer_protocol import (
@@ -71,7 +71,7 @@ __all__ = ["CommitCallback", "ConsumerCoordinator", "GroupSettings", "RebalanceC
 
 
 class AssignmentOwner(OffsetOwner, Protocol):
-    """The consumer as the coordinator sees it (client/consumer.py implements it)."""
+    """The consumer as the coordinator sees it (client/consumer/consumer.py implements it)."""
 
     metadata: Metadata
     _in_poll: int
@@ -325,7 +325,7 @@ class ConsumerCoordinator:
     def _wake(self) -> None:
         self._work.set()
 
-    # --- commits (client/group_commits.py) -------------------------------------------
+    # --- commits (client/consumer/group/commits.py) -------------------------------------------
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndEpoch | int]) -> None:
         await self.commits.commit(offsets)

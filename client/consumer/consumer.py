@@ -44,7 +44,7 @@ How it works (Kafka 2.8's KafkaConsumer):
   out the columns themselves, one `ConsumerBatch` per partition: for callers that take
   many records at once (the CLI, `perf consume`), at a fraction of the cost per record.
 
-Consumer groups (with a `group_id`; client/group_coordinator.py does the work):
+Consumer groups (with a `group_id`; client/consumer/group/coordinator.py does the work):
 `subscribe(topics)` makes the consumer a group member whose assignment the group's leader
 decides; a rebalance marks the revoked partitions (no more records of them come out of
 poll(), their buffers are dropped) before `on_revoked` runs, and new partitions start
@@ -72,15 +72,15 @@ from typing import Any, NamedTuple
 import trio
 
 from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection_pool
-from client.group_coordinator import (
+from client.consumer.group.coordinator import (
     CommitCallback,
     ConsumerCoordinator,
     GroupSettings,
     RebalanceCallback,
 )
-from client.group_membership import CommitFailedError as CommitFailedError
-from client.group_membership import RebalanceInProgressError as RebalanceInProgressError
-from client.group_offsets import CommittedOffset, OffsetAndEpoch
+from client.consumer.group.membership import CommitFailedError as CommitFailedError
+from client.consumer.group.membership import RebalanceInProgressError as RebalanceInProgressError
+from client.consumer.group.offsets import CommittedOffset, OffsetAndEpoch
 from client.list_offsets import list_offsets_from
 from client.metadata import (
     DEFAULT_METADATA_MAX_AGE_MS,
@@ -649,7 +649,7 @@ class Consumer:
         )
         return {tp: c.offset for tp, c in found.items()}
 
-    # What the group coordinator calls (client/group_coordinator.py `AssignmentOwner`).
+    # What the group coordinator calls (client/consumer/group/coordinator.py `AssignmentOwner`).
 
     def _current_offsets(self) -> dict[TopicPartition, OffsetAndEpoch]:
         return {
