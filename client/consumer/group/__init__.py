@@ -5,6 +5,8 @@
   syncing, heartbeats, rebalance callbacks, leaving;
 - `membership.py`: `GroupMembership`, the sans-IO state machine: states, generation,
   timers, and what every group response means for the member;
+- `assignment.py`: `GroupAssignment`: what the member joins with (a subscription per
+  assignor), the leader's plan, and when the leader must plan again;
 - `channel.py`: the way to the group's coordinator (FindCoordinator, and a connection
   pool of its own for the group's requests);
 - `commits.py`: `GroupCommits`: commits in order, auto-commit, and starting positions
