@@ -1,18 +1,18 @@
 """The fetcher (Trio): the consumer's background task that resets positions and fetches
 records into the partitions' buffers. Kafka 2.8's Fetcher.
 
-How it works: the task loops over the assigned partitions (client/consumer/
-subscription.py). Partitions awaiting a reset get a ListOffsets to their leader (-2
-earliest, -1 latest); partitions with a position and nothing buffered are fetched, one
-long-poll Fetch per leader broker at a time (`fetch_min_bytes`, `fetch_max_wait_ms`,
-`max_partition_fetch_bytes`, `fetch_max_bytes`), each partition naming the leader epoch
-from metadata (KIP-320). A partition is also fetched *ahead* while one answer's records
-are still buffered (from where that answer ended; at most one answer ahead), so the
-broker works on the next chunk while poll() hands out this one; an answer fetched ahead
-that fails is dropped and the error met again, and handled, once the buffer has
-drained. Partitions the group is still resolving (position "committed"), being revoked,
-or backing off are left alone. The task sleeps until woken by a poll, a seek, an answer
-or fresh metadata.
+How it works: the task loops over the assigned partitions
+(client/consumer/subscription.py). Partitions awaiting a reset get a ListOffsets to
+their leader (-2 earliest, -1 latest); partitions with a position and nothing buffered
+are fetched, one long-poll Fetch per leader broker at a time (`fetch_min_bytes`,
+`fetch_max_wait_ms`, `max_partition_fetch_bytes`, `fetch_max_bytes`), each partition
+naming the leader epoch from metadata (KIP-320). A partition is also fetched *ahead*
+while one answer's records are still buffered (from where that answer ended; at most
+one answer ahead), so the broker works on the next chunk while poll() hands out this
+one; an answer fetched ahead that fails is dropped and the error met again, and
+handled, once the buffer has drained. Partitions the group is still resolving
+(position "committed"), being revoked, or backing off are left alone. The task sleeps
+until woken by a poll, a seek, an answer or fresh metadata.
 - An answer is applied only if the partition's state is the one it was sent for (same
   generation: no seek or reassignment meanwhile). Its bytes are decoded with
   `decode_fetched` (client/consumer/batch.py: CRC checks, records below the position
