@@ -1,10 +1,17 @@
 """Tributary's client side: the wire protocol and the client library.
 
-- `client.protocol`: frames, request/response messages, error codes and record batches:
-  the wire contract that brokers, controllers, tools and the Spark job all share;
-- the library: `connection` (pipelined connections and a pool), `metadata` (the cluster
-  view clients route by), `producer`, `consumer`, `admin`, `partitioner` and `sync`
-  (blocking wrappers for code that is not on Trio).
+- `protocol/`: frames, request/response messages, error codes and record batches: the
+  wire contract that brokers, controllers, tools and the Spark job all share;
+- `connection.py`: pipelined connections to brokers, and a pool of them;
+- `metadata.py`: the cluster view clients route by, kept fresh in the background;
+- `producer/`: the producer (accumulator, sender, idempotence, partitioner);
+- `consumer/`: the consumer (subscription state, fetcher) and, in `consumer/group/`,
+  the consumer-group client;
+- `inflight.py`: requests in flight to partition leaders, abandoned when fresh metadata
+  shows the leader moved (shared by the producer's sender and the consumer's fetcher);
+- `list_offsets.py`: one ListOffsets request to one broker (consumer and admin);
+- `admin.py`: the admin client;
+- `sync.py`: blocking wrappers for code that is not on Trio.
 
 Nothing here imports the broker, the controller, the shared server plumbing
 (`server_common`), the tools or the Spark job; they depend on this package, never the

@@ -36,8 +36,8 @@ from typing import Any, NamedTuple
 import trio
 
 from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection_pool
-from client.group_channel import find_coordinator
-from client.group_offsets import (
+from client.consumer.group.channel import find_coordinator
+from client.consumer.group.offsets import (
     committed_offsets,
     offset_commit_errors,
     offset_commit_request,

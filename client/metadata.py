@@ -327,7 +327,7 @@ class Metadata:
         return self._update_requested
 
     def is_stale(self, now_ms: float | None = None) -> bool:
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = current_ms() if now_ms is None else now_ms
         return now_ms - self.last_refresh_ms >= self.max_age_ms
 
     # --- refreshing ------------------------------------------------------------------
@@ -342,7 +342,7 @@ class Metadata:
 
     async def _refresh_locked(self) -> ClusterView:
         self._update_requested = False
-        self.last_attempt_ms = _now_ms()
+        self.last_attempt_ms = current_ms()
         request = m.MetadataRequest(
             topics=None if self._all_topics else sorted(self._topics),
             allow_auto_topic_creation=False,
@@ -353,7 +353,7 @@ class Metadata:
             self._preferred = (host, port)
             self.cluster = ClusterView.from_response(response)
             self.version += 1
-            self.last_refresh_ms = _now_ms()
+            self.last_refresh_ms = current_ms()
             self.last_error = None
             self._wake_waiters()
             return self.cluster
@@ -450,7 +450,7 @@ class Metadata:
         """Background refresher: on request (at most once per backoff) and at max age."""
         task_status.started()
         while True:
-            now = _now_ms()
+            now = current_ms()
             if self._update_requested:
                 wake_at = max(self.last_attempt_ms + self.retry_backoff_ms, now)
             else:
@@ -491,7 +491,7 @@ class Metadata:
                 if parts is not None:
                     return parts
                 if self.cluster.topic_error(topic) in _NO_SUCH_TOPIC:
-                    now = _now_ms()
+                    now = current_ms()
                     first_unknown_ms = now if first_unknown_ms is None else first_unknown_ms
                     if now - first_unknown_ms >= UNKNOWN_TOPIC_GRACE_MS:
                         raise UnknownTopicError(topic)
@@ -506,7 +506,8 @@ _NO_SUCH_TOPIC = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_
 UNKNOWN_TOPIC_GRACE_MS = 500
 
 
-def _now_ms() -> float:
+def current_ms() -> float:
+    """The client's clock in milliseconds (`trio.current_time()`: MockClock in tests)."""
     return trio.current_time() * 1000
 
 

@@ -26,7 +26,7 @@ import trio
 
 from client.admin import Admin, open_admin
 from client.consumer import Consumer, ConsumerBatch, ConsumerRecord, open_consumer
-from client.group_offsets import OffsetAndEpoch
+from client.consumer.group.offsets import OffsetAndEpoch
 from client.producer import (
     DeliveryHandle,
     DeliveryHandles,

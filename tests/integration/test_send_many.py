@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from client.consumer import open_consumer
-from client.partitioner import partition_for_key
 from client.producer import open_producer
+from client.producer.partitioner import partition_for_key
 from client.protocol.types import TopicPartition
 from tests.integration.helpers import create_topic
 

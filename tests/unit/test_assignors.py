@@ -1,4 +1,4 @@
-"""The partition assignors (client/assignors.py): seed 002's range example, the
+"""The partition assignors (client/consumer/group/assignors.py): seed 002's range example, the
 round-robin property, and hypothesis properties of every assignor (each subscribed
 partition exactly once, only to a subscriber) and of the sticky one (balanced, and no
 partition moves away from a member that stayed unless balance needs it)."""
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 
-from client.assignors import (
+from client.consumer.group.assignors import (
     ASSIGNORS,
     RangeAssignor,
     RoundRobinAssignor,

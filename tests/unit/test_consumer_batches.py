@@ -12,7 +12,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.consumer import ConsumerBatch, ConsumerRecord, _decode, open_consumer
+from client.consumer import ConsumerBatch, ConsumerRecord, open_consumer
+from client.consumer.batch import decode_fetched
 from client.protocol import messages as m
 from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import (
@@ -99,7 +100,7 @@ def test_a_batch_the_cleaner_emptied_decodes_to_no_records(build):
     assert not any(decode_columns(view, read_header(view)))
     kept = build_batch([Record(None, b"kept", 0)])
     data, _, _ = assign_offsets(bytearray(bytes(empty) + kept), 0, 0)
-    got, next_offset, error = _decode(T0, bytes(data), 0)
+    got, next_offset, error = decode_fetched(T0, bytes(data), 0)
     assert (got.offsets, got.values, next_offset, error) == ([2], [b"kept"], 3, None)
 
 

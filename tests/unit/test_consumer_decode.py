@@ -7,7 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.consumer import ConsumerRecord, _decode
+from client.consumer import ConsumerRecord
+from client.consumer.batch import decode_fetched
 from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import Record, assign_offsets, build_batch, decode_batches
 from client.protocol.types import TopicPartition
@@ -44,7 +45,7 @@ def test_one_pass_decoding_matches_the_general_decoder(
         data, base, leader_epoch=7, log_append_time_ms=1_700_000_000_000 if append_time else None
     )
     position = min(base + skip, last + 1)
-    got, next_offset, error = _decode(TP, bytes(data), position)
+    got, next_offset, error = decode_fetched(TP, bytes(data), position)
     got = got.records()
     expected = [
         ConsumerRecord(TP.topic, TP.partition, r.offset, r.timestamp, r.key, r.value,

@@ -12,7 +12,9 @@ from broker.core.follower_fetch import FetchPhase, FollowerFetch, FollowerFetchP
 from broker.core.log import Log, LogConfig
 from broker.core.partition import Partition
 from broker.core.replica_manager import FetchedPartition, ReplicaManagerStats, ReplicationConfig
-from client.consumer import Consumer, CorruptBatchError, _decode, _PartitionState
+from client.consumer import Consumer, CorruptBatchError
+from client.consumer.batch import decode_fetched
+from client.consumer.subscription import PartitionState
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.records import CorruptRecordError, Record, assign_offsets, build_batch
@@ -45,7 +47,7 @@ def test_decode_stops_before_a_damaged_batch_and_names_it():
     good = batches([b"a", b"b"], [b"c"], [b"d"])
     second = len(batches([b"a", b"b"]))
     damaged = flip(good, b"c", second)
-    batch, next_offset, error = _decode(TP, damaged, 0, broker=3)
+    batch, next_offset, error = decode_fetched(TP, damaged, 0, broker=3)
     assert batch.values == [b"a", b"b"]
     assert next_offset == 2
     assert isinstance(error, CorruptBatchError) and isinstance(error, CorruptRecordError)
@@ -53,19 +55,19 @@ def test_decode_stops_before_a_damaged_batch_and_names_it():
     assert error.broker == 3
     assert "t-0" in str(error) and "2..2" in str(error) and "broker 3" in str(error)
     # Without the check the damaged value would be decoded (the payload still parses).
-    batch, _, error = _decode(TP, damaged, 0, check_crcs=False)
+    batch, _, error = decode_fetched(TP, damaged, 0, check_crcs=False)
     assert error is None and len(batch) == 4 and batch.values[2] != b"c"
 
 
 def test_batches_below_the_position_are_not_checked():
     damaged = flip(batches([b"a"], [b"b"]), b"a")
-    batch, next_offset, error = _decode(TP, damaged, 1)
+    batch, next_offset, error = decode_fetched(TP, damaged, 1)
     assert error is None and batch.values == [b"b"] and next_offset == 2
 
 
 def test_poll_raises_for_the_damaged_batch_never_its_value():
     consumer = Consumer(pool=None, bootstrap="127.0.0.1:1")
-    state = _PartitionState()
+    state = PartitionState()
     state.position = 0
     part = m.FetchResponsePartition(
         partition=0,
@@ -75,7 +77,7 @@ def test_poll_raises_for_the_damaged_batch_never_its_value():
         log_start_offset=0,
         records=flip(batches([b"secret"]), b"secret"),
     )
-    assert consumer._apply_fetched(TP, state, 0, part, node=2)
+    assert consumer.fetcher.apply_fetched(TP, state, 0, part, node=2)
     assert isinstance(state.error, CorruptBatchError) and state.error.broker == 2
     assert not state.buffered
 

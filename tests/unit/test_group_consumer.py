@@ -1,4 +1,4 @@
-"""Group consumers: the membership state machine alone (client/group_membership.py), then
+"""Group consumers: the membership state machine alone (client/consumer/group/membership.py), then
 `subscribe()` consumers against an in-process cluster of real brokers running the real
 group coordinator (tests/support/cluster.py), on Trio's MockClock.
 
@@ -25,7 +25,7 @@ from client.consumer import (
     RebalanceInProgressError,
     open_consumer,
 )
-from client.group_membership import (
+from client.consumer.group.membership import (
     NO_GENERATION,
     Generation,
     GroupMembership,
@@ -191,7 +191,12 @@ def test_commit_errors():
 
 
 @pytest.mark.parametrize(
-    "module", ["client/group_membership.py", "client/group_offsets.py", "client/assignors.py"]
+    "module",
+    [
+        "client/consumer/group/membership.py",
+        "client/consumer/group/offsets.py",
+        "client/consumer/group/assignors.py",
+    ],
 )
 def test_the_decisions_are_sans_io(module):
     root = pathlib.Path(__file__).resolve().parents[2]

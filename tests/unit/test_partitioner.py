@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.partitioner import (
+from client.producer.partitioner import (
     DefaultPartitioner,
     StickyPartitionCache,
     murmur2,

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from client.metadata import NoBrokersAvailableError, UnknownTopicError
-from client.partitioner import partition_for_key
 from client.producer import (
     DeliveryTimeoutError,
     InvalidPartitionError,
@@ -25,6 +24,7 @@ from client.producer import (
     RecordTooLargeError,
     open_producer,
 )
+from client.producer.partitioner import partition_for_key
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode, TributaryError

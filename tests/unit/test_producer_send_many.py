@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from client.metadata import UnknownTopicError
-from client.partitioner import DefaultPartitioner
 from client.producer import (
     DeliveryHandles,
     DeliveryTimeoutError,
@@ -30,6 +29,7 @@ from client.producer import (
     RecordTooLargeError,
     open_producer,
 )
+from client.producer.partitioner import DefaultPartitioner
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode

@@ -1,4 +1,4 @@
-"""`client.record_columns`: what `send_many` is handed, converted and sized as `send()`
+"""`client.producer.record_columns`: what `send_many` is handed, converted and sized as `send()`
 sizes one record, and the run arithmetic (`size`, `fit`) the producer batches with."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.record_columns import RecordColumns, header_list, record_size, to_bytes
+from client.producer.record_columns import RecordColumns, header_list, record_size, to_bytes
 
 records = st.lists(
     st.tuples(

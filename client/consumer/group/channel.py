@@ -25,7 +25,7 @@ from typing import Any
 import trio
 
 from client.connection import BrokerConnectionError, ConnectionPool, Connector, open_connection
-from client.group_membership import COORDINATOR_ERRORS, GroupMembership
+from client.consumer.group.membership import COORDINATOR_ERRORS, GroupMembership
 from client.metadata import BrokerInfo, Metadata
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError

@@ -1,6 +1,6 @@
 """Committed offsets on the wire (sans-IO): OffsetCommit and OffsetFetch requests from
 `{TopicPartition: offset}` maps, and their answers back into maps. Shared by the group
-consumer (client/group_coordinator.py) and the admin client.
+consumer (client/consumer/group/coordinator.py) and the admin client.
 
 How it works: requests group partitions by topic (topics and partitions sorted);
 answers become `{TopicPartition: ErrorCode}` (commit) and `{TopicPartition:

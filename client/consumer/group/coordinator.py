@@ -1,8 +1,10 @@
 """The Trio side of a group consumer's membership: joining and syncing, heartbeats,
 rebalance callbacks, leaving (Kafka 2.8's ConsumerCoordinator, eager protocol). The
-decisions are `GroupMembership`'s (client/group_membership.py); this module sends what it
-asks for (through `CoordinatorChannel`, client/group_channel.py) and carries out what it
-answers. Commits and committed offsets are `GroupCommits`' (client/group_commits.py).
+decisions are `GroupMembership`'s (client/consumer/group/membership.py); this module sends
+what it asks for (through `CoordinatorChannel`, client/consumer/group/channel.py) and
+carries out what it answers. What the member joins with, and the leader's plan, are
+`GroupAssignment`'s (client/consumer/group/assignment.py); commits and committed offsets
+are `GroupCommits`' (client/consumer/group/commits.py).
 
 How it works: `ConsumerCoordinator` runs, while the consumer is subscribed, these tasks:
 - membership: waits until the member must (re)join or the coordinator is unknown, then
@@ -14,9 +16,9 @@ How it works: `ConsumerCoordinator` runs, while the consumer is subscribed, thes
   preference order (topics; the sticky assignor's user data: the last assignment and
   its generation; owned partitions, which an eager member has just given up). The
   leader decodes every member's subscription, refreshes metadata for the union of their
-  topics, runs the assignor the coordinator chose and sends the plan in SyncGroup;
-  everyone gets its own assignment, which becomes the consumer's (positions from the
-  committed offsets) before `on_assigned` is called.
+  topics, runs the assignor the coordinator chose (`GroupAssignment.plan`) and sends the
+  plan in SyncGroup; everyone gets its own assignment, which becomes the consumer's
+  (positions from the committed offsets) before `on_assigned` is called.
 - heartbeats: every `heartbeat_interval_ms` while joined; an answer asking to rejoin or
   naming a lost coordinator wakes the membership task. If poll() has not been called for
   `max_poll_interval_ms` (a poll() waiting for records counts as polling) the member
@@ -33,28 +35,21 @@ coroutine functions; their exceptions are raised from the next poll().
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import trio
 
-from client.assignors import PartitionAssignor, assignor_for
 from client.connection import ConnectionPool, Connector
-from client.group_channel import CoordinatorChannel, Wakeup
-from client.group_commits import CommitCallback, GroupCommits, OffsetOwner, call_back
-from client.group_membership import GroupMembership, MemberState, Step
-from client.group_offsets import CommittedOffset, OffsetAndEpoch
-from client.metadata import Metadata, NoBrokersAvailableError, sleep_seconds
-from client.protocol import messages as m
-from client.protocol.consumer_protocol import (
-    ConsumerProtocolError,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
+from client.consumer.group.assignment import GroupAssignment
+from client.consumer.group.assignors import PartitionAssignor
+from client.consumer.group.channel import CoordinatorChannel, Wakeup
+from client.consumer.group.commits import CommitCallback, GroupCommits, OffsetOwner, call_back
+from client.consumer.group.membership import GroupMembership, MemberState, Step
+from client.consumer.group.offsets import OffsetAndEpoch
+from client.metadata import Metadata, current_ms, sleep_seconds
+from client.protocol.consumer_protocol import ConsumerProtocolError, decode_assignment
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
 
@@ -71,7 +66,7 @@ __all__ = ["CommitCallback", "ConsumerCoordinator", "GroupSettings", "RebalanceC
 
 
 class AssignmentOwner(OffsetOwner, Protocol):
-    """The consumer as the coordinator sees it (client/consumer.py implements it)."""
+    """The consumer as the coordinator sees it (client/consumer/consumer.py implements it)."""
 
     metadata: Metadata
     _in_poll: int
@@ -101,10 +96,6 @@ class GroupSettings:
     retry_backoff_ms: float = 100
 
 
-def _now_ms() -> float:
-    return trio.current_time() * 1000
-
-
 class ConsumerCoordinator:
     """Group membership of one consumer, with its commits (`commits`) and its way to the
     coordinator (`channel`); see the module docstring. Built by the consumer when it has
@@ -122,12 +113,14 @@ class ConsumerCoordinator:
     ) -> None:
         if not settings.group_id:
             raise ValueError("a group consumer needs a non-empty group_id")
-        assignors = [assignor_for(a) for a in settings.partition_assignment_strategy]
-        if not assignors:
-            raise ValueError("partition_assignment_strategy names no assignor")
         self.settings = settings
         self.group_id = settings.group_id
-        self.assignors: dict[str, PartitionAssignor] = {a.name: a for a in assignors}
+        self.assignment = GroupAssignment(
+            settings.group_id,
+            settings.partition_assignment_strategy,
+            consumer.metadata,
+            request_timeout_ms=settings.request_timeout_ms,
+        )
         self.membership = GroupMembership(
             settings.group_id,
             group_instance_id=settings.group_instance_id,
@@ -167,9 +160,6 @@ class ConsumerCoordinator:
         self._joined_subscription: tuple[str, ...] | None = None
         self._needs_join_prepare = True
         self._waiting_for_poll = False
-        self._assignment_snapshot: dict[str, int | None] | None = None
-        self._last_assignment: tuple[TopicPartition, ...] = ()
-        self._last_generation_id = -1
         self.callback_error: BaseException | None = None
         self._work = Wakeup()  # the membership task has something to do
         self._heartbeat_wakeup = Wakeup()
@@ -276,7 +266,7 @@ class ConsumerCoordinator:
             self.metadata.set_topics(self.group_topics())
             if self._joined_subscription is not None:
                 self.membership.request_rejoin("the subscription changed")
-        self.membership.poll_called(_now_ms())
+        self.membership.poll_called(current_ms())
         self._start_membership()
         self._work.set()
 
@@ -292,15 +282,12 @@ class ConsumerCoordinator:
         self._joined_subscription = None
         self._needs_join_prepare = True
         self._waiting_for_poll = False
-        self._assignment_snapshot = None
+        self.assignment.snapshot = None
         self.metadata.set_topics(())
 
     def group_topics(self) -> set[str]:
         """The topics whose metadata the membership needs (the leader: the group's)."""
-        topics = set(self._subscription)
-        if self._assignment_snapshot is not None:
-            topics |= set(self._assignment_snapshot)
-        return topics
+        return set(self._subscription) | self.assignment.topics()
 
     # --- poll() hooks ------------------------------------------------------------------
 
@@ -308,7 +295,7 @@ class ConsumerCoordinator:
         """poll() was called: raise a fatal group error, restart max.poll.interval.ms,
         rejoin after a poll timeout."""
         self.raise_error()
-        self.membership.poll_called(_now_ms())
+        self.membership.poll_called(current_ms())
         if self._waiting_for_poll:
             self._waiting_for_poll = False
             self._work.set()
@@ -324,26 +311,6 @@ class ConsumerCoordinator:
 
     def _wake(self) -> None:
         self._work.set()
-
-    # --- commits (client/group_commits.py) -------------------------------------------
-
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndEpoch | int]) -> None:
-        await self.commits.commit(offsets)
-
-    def commit_async(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndEpoch | int],
-        callback: CommitCallback | None = None,
-    ) -> None:
-        self.commits.commit_async(offsets, callback)
-
-    async def fetch_committed(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
-    ) -> dict[TopicPartition, CommittedOffset]:
-        return await self.commits.fetch_committed(partitions, timeout_ms)
-
-    def wake_resolver(self) -> None:
-        self.commits.wake_resolver()
 
     # --- the membership task ---------------------------------------------------------
 
@@ -384,18 +351,19 @@ class ConsumerCoordinator:
             if ms.coordinator is None:
                 return
             subscription = self._subscription
-            request = ms.join_request(self._protocols())
+            owned = tuple(sorted(self._consumer.assignment()))  # empty after an eager revoke
+            request = ms.join_request(self.assignment.protocols(subscription, owned))
             code, response = await self.channel.send(
                 request, self.settings.max_poll_interval_ms + JOIN_GROUP_SLACK_MS
             )
-            step = ms.on_join_response(code, response, _now_ms())
+            step = ms.on_join_response(code, response, current_ms())
             if step is Step.OK:
                 self._joined_subscription = subscription
                 self._heartbeat_wakeup.set()
                 assignments: dict[str, bytes] = {}
                 if ms.is_leader:
                     try:
-                        assignments = await self._perform_assignment(response)
+                        assignments = await self.assignment.plan(response, self._subscription)
                     except TributaryError as exc:
                         ms.fatal_error = exc
                         step = Step.FATAL
@@ -403,7 +371,7 @@ class ConsumerCoordinator:
                     code, response = await self.channel.send(
                         ms.sync_request(assignments), self.settings.request_timeout_ms
                     )
-                    step = ms.on_sync_response(code, _now_ms())
+                    step = ms.on_sync_response(code, current_ms())
                     if step is Step.OK:
                         await self._on_join_complete(response.assignment)
                         continue
@@ -416,68 +384,6 @@ class ConsumerCoordinator:
             if step is Step.RETRY:
                 await trio.sleep(self.settings.retry_backoff_ms / 1000)
 
-    def _protocols(self) -> list[tuple[str, bytes]]:
-        owned = tuple(sorted(self._consumer.assignment()))  # empty after an eager revoke
-        return [
-            (
-                name,
-                encode_subscription(
-                    Subscription(
-                        self._subscription,
-                        assignor.subscription_user_data(
-                            self._last_assignment, self._last_generation_id
-                        ),
-                        owned,
-                    )
-                ),
-            )
-            for name, assignor in self.assignors.items()
-        ]
-
-    async def _perform_assignment(self, response: m.JoinGroupResponse) -> dict[str, bytes]:
-        """The leader's part: every member's share, encoded."""
-        assignor = self.assignors.get(response.protocol_name or "")
-        if assignor is None:
-            raise TributaryError(
-                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                f"the coordinator chose assignor {response.protocol_name!r}, which this "
-                f"consumer does not have ({', '.join(self.assignors)})",
-            )
-        subscriptions: dict[str, Subscription] = {}
-        for member in response.members:
-            try:
-                subscription = decode_subscription(member.metadata, member.group_instance_id)
-            except ConsumerProtocolError as exc:
-                log.warning(
-                    "group %s: member %s sent an unreadable subscription (%s); it gets nothing",
-                    self.group_id,
-                    member.member_id,
-                    exc,
-                )
-                subscription = Subscription((), group_instance_id=member.group_instance_id)
-            subscriptions[member.member_id] = subscription
-        topics = {t for s in subscriptions.values() for t in s.topics}
-        self.metadata.set_topics(set(self._subscription) | topics)
-        self.metadata.request_update()
-        try:
-            with trio.move_on_after(self.settings.request_timeout_ms / 1000):
-                await self.metadata.refresh()
-        except NoBrokersAvailableError as exc:
-            log.warning("group %s: assigning with the metadata we have: %s", self.group_id, exc)
-        cluster = self.metadata.cluster
-        snapshot = {t: cluster.partition_count(t) for t in sorted(topics)}
-        self._assignment_snapshot = snapshot
-        counts = {t: n for t, n in snapshot.items() if n}
-        plan = assignor.assign(counts, subscriptions)
-        log.info(
-            "group %s: generation %d, %s assigned %s",
-            self.group_id,
-            response.generation_id,
-            assignor.name,
-            {member: len(a.partitions) for member, a in plan.items()},
-        )
-        return {member: encode_assignment(a) for member, a in plan.items()}
-
     async def _on_join_prepare(self) -> None:
         """Before a (re)join: stop handing out records, commit what poll() had handed out
         before its latest call (auto-commit), revoke."""
@@ -487,7 +393,7 @@ class ConsumerCoordinator:
             offsets = self._consumer._consumed_offsets()
             if offsets and self.membership.state is MemberState.STABLE:
                 try:
-                    await self.commit(offsets)
+                    await self.commits.commit(offsets)
                 except TributaryError as exc:
                     log.warning(
                         "group %s: the commit before rebalancing failed: %s", self.group_id, exc
@@ -537,10 +443,8 @@ class ConsumerCoordinator:
             )
             return
         self.rebalances += 1
-        self._last_assignment = tuple(sorted(partitions))
-        self._last_generation_id = ms.generation.generation_id
+        self.assignment.completed(partitions, ms.generation.generation_id, leader=ms.is_leader)
         if not ms.is_leader:
-            self._assignment_snapshot = None
             self.metadata.set_topics(self._subscription)
         log.info(
             "group %s: generation %d, member %s%s assigned %s",
@@ -558,7 +462,7 @@ class ConsumerCoordinator:
     async def _leave_group(self, reason: str) -> None:
         ms = self.membership
         request = ms.leave_request()
-        self._assignment_snapshot = None
+        self.assignment.snapshot = None
         if request is None:
             return
         log.info("group %s: member %s leaves (%s)", self.group_id, request.members[0], reason)
@@ -574,7 +478,7 @@ class ConsumerCoordinator:
     async def _heartbeat_loop(self) -> None:
         ms = self.membership
         while True:
-            now = _now_ms()
+            now = current_ms()
             if self._consumer._in_poll:
                 ms.poll_called(now)  # a poll() waiting for records counts as polling
             joined = ms.state in (MemberState.COMPLETING_REBALANCE, MemberState.STABLE)
@@ -610,7 +514,7 @@ class ConsumerCoordinator:
             request, sent = ms.heartbeat_request(now)
             timeout_ms = min(self.settings.request_timeout_ms, self.settings.session_timeout_ms)
             code, _ = await self.channel.send(request, timeout_ms)
-            step = ms.on_heartbeat_response(code, sent, _now_ms())
+            step = ms.on_heartbeat_response(code, sent, current_ms())
             if step is Step.FATAL:
                 assert ms.fatal_error is not None
                 self._fatal(ms.fatal_error)
@@ -621,13 +525,10 @@ class ConsumerCoordinator:
         """The leader rejoins when partition counts of the group's topics change."""
         while True:
             await self.metadata.wait_for_update()
-            snapshot = self._assignment_snapshot
             ms = self.membership
-            if snapshot is None or ms.state is not MemberState.STABLE or not ms.is_leader:
+            if ms.state is not MemberState.STABLE or not ms.is_leader:
                 continue
-            cluster = self.metadata.cluster
-            now = {t: cluster.partition_count(t) for t in snapshot}
-            if now != snapshot:
-                changed = sorted(t for t in snapshot if now[t] != snapshot[t])
+            changed = self.assignment.changed_topics(self.metadata.cluster)
+            if changed:
                 ms.request_rejoin(f"the partitions of {', '.join(changed)} changed")
                 self._work.set()

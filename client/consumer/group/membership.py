@@ -5,7 +5,7 @@ and ConsumerCoordinator response handlers, eager rebalance protocol.
 How it works: `GroupMembership` holds what the member knows (the coordinator's address,
 its `MemberState`, its `Generation`: generation id, member id, chosen protocol; whether
 it must rejoin; a fatal error) and Kafka's heartbeat timers (next heartbeat, session,
-max poll interval). The shell (client/group_coordinator.py) asks it for the next request
+max poll interval). The shell (client/consumer/group/coordinator.py) asks it for the next request
 (`join_request`, `sync_request`, `heartbeat_request`, `leave_request`), sends it, and
 hands the answer's error code back (`on_join_response`, `on_sync_response`,
 `on_heartbeat_response`, `commit_error`); each returns a `Step` saying what to do next,

@@ -60,7 +60,7 @@ def record_size(key: bytes | None, value: bytes | None, headers_size: int = 0) -
     return size
 
 
-class _Batch(Protocol):  # what copy_into fills: client.producer.ProducerBatch
+class _Batch(Protocol):  # what copy_into fills: client.producer.batch.ProducerBatch
     keys: list[bytes | None]
     values: list[bytes | None]
     timestamps: list[int]

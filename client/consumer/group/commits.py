@@ -34,14 +34,14 @@ from typing import Any, Protocol
 
 import trio
 
-from client.group_channel import CoordinatorChannel, Wakeup
-from client.group_membership import (
+from client.consumer.group.channel import CoordinatorChannel, Wakeup
+from client.consumer.group.membership import (
     COORDINATOR_ERRORS,
     NO_GENERATION,
     GroupMembership,
     MemberState,
 )
-from client.group_offsets import (
+from client.consumer.group.offsets import (
     CommittedOffset,
     OffsetAndEpoch,
     committed_offsets,
@@ -58,7 +58,7 @@ CommitCallback = Callable[[dict[TopicPartition, OffsetAndEpoch], BaseException |
 
 
 class OffsetOwner(Protocol):
-    """What the commits need of the consumer (client/consumer.py)."""
+    """What the commits need of the consumer (client/consumer/consumer.py)."""
 
     def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndEpoch]: ...
 

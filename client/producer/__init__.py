@@ -1,0 +1,72 @@
+"""The producer, split by responsibility as Kafka's (KafkaProducer, RecordAccumulator,
+Sender, TransactionManager) and aiokafka's producer package are.
+
+- `producer.py`: the public `Producer` (`send`, `send_many`, `flush`, `aclose`, `abort`),
+  which finds each record its partition, batch and buffer memory and wires the parts
+  below, and `open_producer`;
+- `batch.py`: a `ProducerBatch` (records for one partition as columns, encoded once),
+  the `DeliveryHandle`/`DeliveryHandles` callers await and the `RecordMetadata` they give;
+- `accumulator.py`: the sans-IO `RecordAccumulator`: per-partition batch queues, buffer
+  memory, readiness, draining per leader with partition muting, and expiry;
+- `sender.py`: the `Sender` task: drains ready batches into Produce requests, handles
+  the answers (complete, retry, expire or fail) and abandons requests to a moved leader
+  (client/inflight.py);
+- `idempotence.py`: the `IdempotenceManager`: producer id and epoch (InitProducerId),
+  sequence stamping, epoch bumps and what the broker's idempotence errors mean;
+- `partitioner.py`: which partition a record goes to (Kafka's murmur2 key hash, sticky
+  partitions for keyless records);
+- `record_columns.py`: records converted to bytes and sized, and `send_many`'s columns;
+- `config.py`: reading the acks and compression settings, and Kafka 3.x's rule for when
+  idempotence is on;
+- `errors.py`: the errors `send()` raises and handles fail with.
+
+The names callers use are importable from here (`from client.producer import
+open_producer, DeliveryHandle, RecordMetadata`).
+"""
+
+from client.inflight import LeaderMovedError
+from client.producer.accumulator import AccumulatorConfig, ReadyCheck, RecordAccumulator
+from client.producer.batch import (
+    BatchState,
+    DeliveryHandle,
+    DeliveryHandles,
+    ProducerBatch,
+    RecordMetadata,
+)
+from client.producer.config import (
+    MAX_IN_FLIGHT_FOR_IDEMPOTENCE,
+    idempotence_enabled,
+    parse_acks,
+    parse_compression,
+)
+from client.producer.errors import (
+    DeliveryTimeoutError,
+    InvalidPartitionError,
+    ProducerClosedError,
+    ProducerTimeoutError,
+    RecordTooLargeError,
+)
+from client.producer.producer import Producer, open_producer
+
+__all__ = [
+    "MAX_IN_FLIGHT_FOR_IDEMPOTENCE",
+    "AccumulatorConfig",
+    "BatchState",
+    "DeliveryHandle",
+    "DeliveryHandles",
+    "DeliveryTimeoutError",
+    "InvalidPartitionError",
+    "LeaderMovedError",
+    "Producer",
+    "ProducerBatch",
+    "ProducerClosedError",
+    "ProducerTimeoutError",
+    "ReadyCheck",
+    "RecordAccumulator",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "idempotence_enabled",
+    "open_producer",
+    "parse_acks",
+    "parse_compression",
+]
