@@ -88,3 +88,18 @@ def test_every_top_level_package_is_layered():
         p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name not in ("tests",)
     }
     assert found == set(PACKAGES)
+
+
+def test_server_common_uses_only_the_protocol_of_client():
+    """`server_common` sits under both servers and over `client.protocol` only: the
+    client library (connections, metadata, producer...) is not server plumbing."""
+    problems = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in modules_of("server_common")
+        for name in imported_modules(path)
+        if name.split(".")[0] == "client"
+        and name != "client.protocol"
+        and not name.startswith("client.protocol.")
+    ]
+    assert not problems, "\n".join(problems)
+
