@@ -10,7 +10,8 @@
 - `inflight.py`: requests in flight to partition leaders, abandoned when fresh metadata
   shows the leader moved (shared by the producer's sender and the consumer's fetcher);
 - `list_offsets.py`: one ListOffsets request to one broker (consumer and admin);
-- `admin.py`: the admin client;
+- `admin/`: the admin client (`Admin`, `open_admin`), one module per family of requests
+  (its own docstring names them);
 - `sync.py`: blocking wrappers for code that is not on Trio.
 
 Nothing here imports the broker, the controller, the shared server plumbing

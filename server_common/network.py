@@ -55,7 +55,6 @@ from typing import Any, Protocol
 
 import trio
 
-from client.connection import tcp_connector
 from client.protocol.codec import RequestHeader
 from client.protocol.connection import ServerConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError
@@ -95,7 +94,7 @@ class TcpTransport:
         return Bound(listeners, listeners[0].socket.getsockname()[1])
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        return await tcp_connector(host, port)
+        return await trio.open_tcp_stream(host, port)
 
 
 TCP = TcpTransport()

@@ -51,8 +51,8 @@ from client.protocol.records import (
     BatchHeader,
     Codec,
     RecordError,
-    _entries,
     read_header,
+    record_entries,
 )
 from spark import schemas
 
@@ -373,7 +373,7 @@ class RecordColumns:
     def _add(self, batch: SliceBatch) -> None:
         header = batch.header
         try:
-            entries = _entries(batch.data, header)
+            entries = record_entries(batch.data, header)
             if not entries:
                 return
             offset_deltas, ts_deltas, keys, values, headers = zip(*entries, strict=True)

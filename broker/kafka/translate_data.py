@@ -14,7 +14,7 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
 - Fetch: the native fetch (DelayedFetch purgatory for max_wait/min_bytes, max bytes,
   partition max bytes, current leader epoch fencing), always as a consumer; the last
   stable offset is the high watermark (no transactions); records are converted for
-  Kafka clients by `client.protocol.kafka_records.to_kafka_format`. Fetch sessions
+  Kafka clients by `client.protocol.records.to_kafka_format`. Fetch sessions
   (KIP-227) are not kept: a full fetch (epoch 0 or -1) is answered in full with session
   id 0, which tells the client no session was created (Kafka does the same when its
   session cache is full); an incremental fetch gets FETCH_SESSION_ID_NOT_FOUND, after
@@ -49,7 +49,7 @@ from broker.kafka.translation import (
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
-from client.protocol.kafka_records import to_kafka_format
+from client.protocol.records import to_kafka_format
 from server_common.network import NO_RESPONSE
 
 FETCH_SESSION_ID_NOT_FOUND = 70

@@ -1,9 +1,9 @@
 """API keys and the registry of (api key, version) -> request and response classes.
 
 How it works: `ApiKey` holds Kafka's numbers for the APIs Tributary speaks. An
-`ApiRegistry` is built from `ApiSpec` entries (messages.py builds the project's one,
-`messages.REGISTRY`); the codec asks it which classes decode a request header's
-(api_key, api_version), and clients ask it which version to send. For a pair it does not
+`ApiRegistry` is built from `ApiSpec` entries (`messages/registry.py` builds the
+project's one, `messages.REGISTRY`); the codec asks it which classes decode a request
+header's (api_key, api_version), and clients ask it which version to send. For a pair it does not
 know `spec()` returns None; the codec turns that into `UnsupportedApiError`, which the
 broker answers with UNSUPPORTED_VERSION.
 """

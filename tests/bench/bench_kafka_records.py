@@ -17,7 +17,7 @@ writes them). One run of each, in one Python thread:
   copy: Kafka-produced data costs the broker nothing per record; a `bytes` buffer comes
   back as it is, not even copied);
 - for reference, codec none only: kafka-python's pure-Python `DefaultRecordBatch` reading
-  the same Kafka-format batches (the decoder `kafka_records` did not choose).
+  the same Kafka-format batches (the decoder `records.kafka_format` did not choose).
 
 Figures are the best of ROUNDS runs, records/s and MB/s (MB = 10^6) of batch bytes.
 """
@@ -27,8 +27,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from client.protocol.kafka_records import build_kafka_batch, to_kafka_format
-from client.protocol.records import Codec, Record, build_batch, decode_records
+from client.protocol.records import (
+    Codec,
+    Record,
+    build_batch,
+    build_kafka_batch,
+    decode_records,
+    to_kafka_format,
+)
 
 RECORDS = 100_000
 PER_BATCH = 500

@@ -17,8 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.core.log import Log, LogConfig, OffsetCheckpointFile
-from client.protocol.kafka_records import build_kafka_batch
-from client.protocol.records import Codec, DecodedRecord, Record, build_batch, decode_batches
+from client.protocol.records import (
+    Codec,
+    DecodedRecord,
+    Record,
+    build_batch,
+    build_kafka_batch,
+    decode_batches,
+)
 from client.protocol.types import TopicPartition
 
 CODECS = (Codec.NONE, Codec.GZIP, Codec.LZ4, Codec.ZSTD)

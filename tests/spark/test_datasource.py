@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.core.log import LogConfig
-from client.protocol.kafka_records import build_kafka_batch
-from client.protocol.records import Codec, Record, build_batch
+from client.protocol.records import Codec, Record, build_batch, build_kafka_batch
 from client.protocol.types import TopicPartition
 from spark.datasource import plan_input_partitions
 from spark.decode import SegmentSlice, plan_slices, read_slice_batches, read_slice_records

@@ -43,21 +43,23 @@ from tools.cluster.watch_view import (
     render_to_string,
 )
 from tools.commands.consume import PrintedOffsets
-from tools.commands.groups import (
+from tools.commands.groups.delete import delete_message
+from tools.commands.groups.report import (
     GroupReport,
     OffsetRow,
-    clamp,
-    delete_message,
     format_assignment,
     format_table,
-    inactive_error,
     member_rows,
     offset_rows,
+    render_report,
+    state_row,
+)
+from tools.commands.groups.reset import (
+    clamp,
+    inactive_error,
     parse_datetime_ms,
     parse_topic_spec,
     plan_reset,
-    render_report,
-    state_row,
 )
 from tools.commands.watch import SnapshotReader
 from tools.errors import CliError

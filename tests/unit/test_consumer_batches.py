@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from client.consumer import ConsumerBatch, ConsumerRecord, open_consumer
 from client.consumer.batch import decode_fetched
 from client.protocol import messages as m
-from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import (
     ATTR_MSGPACK_PAYLOAD,
     InvalidRecordError,
     Record,
     assign_offsets,
     build_batch,
+    build_kafka_batch,
     decode_columns,
     decode_records,
     filter_batch,

@@ -9,8 +9,13 @@ from hypothesis import strategies as st
 
 from client.consumer import ConsumerRecord
 from client.consumer.batch import decode_fetched
-from client.protocol.kafka_records import build_kafka_batch
-from client.protocol.records import Record, assign_offsets, build_batch, decode_batches
+from client.protocol.records import (
+    Record,
+    assign_offsets,
+    build_batch,
+    build_kafka_batch,
+    decode_batches,
+)
 from client.protocol.types import TopicPartition
 
 TP = TopicPartition("t", 3)

@@ -17,8 +17,6 @@ from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from client.protocol import kafka_records
-from client.protocol.kafka_records import build_kafka_batch, to_kafka_format
 from client.protocol.records import (
     ATTR_MSGPACK_PAYLOAD,
     BATCH_OVERHEAD,
@@ -31,12 +29,15 @@ from client.protocol.records import (
     TimestampType,
     assign_offsets,
     build_batch,
+    build_kafka_batch,
     decode_batches,
     decode_records,
     filter_batch,
     iter_batches,
+    kafka_format,
     read_header,
     record_keys,
+    to_kafka_format,
     validate_batch,
     validate_batches,
 )
@@ -392,7 +393,7 @@ def test_the_pure_python_codec_aiokafka_falls_back_to_works_too(monkeypatch):
     )
     records = [Record(b"k%d" % i, b"v" * i, 1_000 + i, (("h", None),)) for i in range(30)]
     with_c = {codec: to_kafka_format(build_batch(records, codec=codec)) for codec in Codec}
-    monkeypatch.setattr(kafka_records, "_aiokafka", lambda: python_classes)
+    monkeypatch.setattr(kafka_format, "_aiokafka", lambda: python_classes)
     for codec in Codec:
         native = build_batch(records, codec=codec)
         assert to_kafka_format(native) == with_c[codec]

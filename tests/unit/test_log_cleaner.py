@@ -28,11 +28,11 @@ from broker.core.log import (
 )
 from broker.core.log.cleaner_manager import log_to_clean
 from broker.core.log.swap import FileOps, recover_interrupted_swaps
-from client.protocol.kafka_records import build_kafka_batch
 from client.protocol.records import (
     Codec,
     Record,
     build_batch,
+    build_kafka_batch,
     decode_batches,
     decode_records,
     filter_batch,

@@ -7,10 +7,14 @@ added to the registry is covered without touching this file. `message_strategy` 
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from client.protocol import messages
 from client.protocol.api import ApiKey, ApiSpec
 from client.protocol.codec import (
     RequestHeader,
@@ -21,7 +25,7 @@ from client.protocol.codec import (
 )
 from client.protocol.framing import PREFIX_BYTES
 from client.protocol.messages import REGISTRY
-from client.protocol.schema import INT64_MAX, INT64_MIN, Kind, TypeSpec, schema_of
+from client.protocol.schema import INT64_MAX, INT64_MIN, Kind, TypeSpec, is_struct, schema_of
 
 SPECS: list[ApiSpec] = [
     spec
@@ -85,6 +89,36 @@ ROUND_TRIP = settings(max_examples=25, deadline=None, suppress_health_check=[Hea
 
 def test_every_api_is_registered():
     assert {spec.api_key for spec in SPECS} == set(ApiKey)
+
+
+def test_every_message_of_every_family_is_exported_and_registered():
+    """Each family module's messages are re-exported by `client.protocol.messages` (so
+    `m.ProduceRequest` works for all of them), and each message that no other one nests
+    (a request or a response) is some API's in the registry."""
+    families = [
+        importlib.import_module(f"{messages.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(messages.__path__)
+    ]
+    assert len(families) > 1
+    defined = [
+        value
+        for module in families
+        for value in vars(module).values()
+        if isinstance(value, type) and is_struct(value) and value.__module__ == module.__name__
+    ]
+    for cls in defined:
+        assert getattr(messages, cls.__name__) is cls, f"{cls.__module__}.{cls.__name__}"
+
+    def nested(spec: TypeSpec) -> set[type]:
+        if spec.kind is Kind.LIST:
+            assert spec.item is not None
+            return nested(spec.item)
+        return {spec.struct} if spec.kind is Kind.STRUCT and spec.struct else set()
+
+    inner = {t for cls in defined for field in schema_of(cls).fields for t in nested(field.type)}
+    top_level = {cls.__name__ for cls in defined if cls not in inner}
+    registered = {c.__name__ for spec in SPECS for c in (spec.request_type, spec.response_type)}
+    assert top_level == registered
 
 
 @ROUND_TRIP

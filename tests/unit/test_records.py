@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from client.protocol.kafka_records import _xerial_compress, build_kafka_batch
 from client.protocol.records import (
     ATTR_MSGPACK_PAYLOAD,
     BATCH_OVERHEAD,
@@ -23,6 +22,7 @@ from client.protocol.records import (
     TimestampType,
     assign_offsets,
     build_batch,
+    build_kafka_batch,
     decode_batches,
     decode_records,
     filter_batch,
@@ -33,6 +33,7 @@ from client.protocol.records import (
     validate_batch,
     validate_batches,
 )
+from client.protocol.records.compression import xerial_compress
 
 SUPPORTED = list(Codec)
 
@@ -187,7 +188,7 @@ def test_snappy_reads_raw_and_xerial_framed_in_both_formats(builder):
     records = [Record(b"k%d" % i, b"value %d " % i * 50, 1_000 + i) for i in range(200)]
     raw = builder(records, codec=Codec.SNAPPY)
     uncompressed = builder(records)
-    xerial = bytearray(uncompressed[:BATCH_OVERHEAD]) + _xerial_compress(
+    xerial = bytearray(uncompressed[:BATCH_OVERHEAD]) + xerial_compress(
         uncompressed[BATCH_OVERHEAD:], block_size=1024
     )
     struct.pack_into(">i", xerial, 8, len(xerial) - 12)

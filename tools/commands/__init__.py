@@ -1,21 +1,25 @@
-"""Subcommands of the `tributary` CLI, one module per command group.
+"""Subcommands of the `tributary` CLI, one module (or package) per command group.
 
 Each module exposes `register(subparsers)` which adds its parsers and sets
 `handler=<function(args) -> int>` on them. `tools.cli` imports the modules listed in
 `COMMAND_MODULES`; a module that fails to import is reported as one line, not a crash.
 
-- `servers.py`: `tributary broker|controller`, a server in the foreground;
-- `cluster.py`: `tributary cluster ...`, a local cluster of real processes; `watch.py`:
-  `tributary cluster watch`, its live view;
-- `topics.py`, `configs.py`, `partitions.py` (reassignments), `leaders.py` (preferred
-  elections), `groups.py`, `delete_records.py`, `log_dirs.py`: the admin commands, in
-  the manner of Kafka's scripts;
-- `produce.py`, `consume.py` (with `record_format.py`, how a record is printed),
-  `get_offsets.py`: the data commands;
-- `perf.py`: the perf tools; `verifiable.py`: Kafka's verifiable producer and consumer;
-- `dump_log.py`: a segment file's batches and records; `analytics.py`: the Spark job;
-- `common.py`: helpers the data and admin commands share (running a command with
-  one-line errors, the `--bootstrap-server` option).
+- `servers.py`: `broker` and `controller`, a server in the foreground;
+- `cluster.py`: `cluster ...`, a local cluster of real processes; `watch.py` its live
+  view (`cluster watch`);
+- `topics.py`, `configs.py`, `partitions.py`, `leaders.py`: topics, their configs,
+  reassignments and preferred leader elections (kafka-topics.sh, kafka-configs.sh,
+  kafka-reassign-partitions.sh, kafka-leader-election.sh);
+- `produce.py`, `consume.py` (with `record_format.py`, how a record is printed):
+  the console producer and consumer;
+- `groups/`: `groups list|describe|reset-offsets|delete` (kafka-consumer-groups.sh; its
+  own docstring names its modules);
+- `get_offsets.py`, `delete_records.py`, `dump_log.py`, `log_dirs.py`: offsets, record
+  deletion, a segment's contents, the brokers' log dirs;
+- `perf.py`, `verifiable.py`: Kafka's perf tools and verifiable producer/consumer;
+- `analytics.py`: the Spark analytics job;
+- `common.py`: helpers shared by the commands (bootstrap option, client options,
+  running a coroutine).
 """
 
 COMMAND_MODULES: list[str] = [

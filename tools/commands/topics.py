@@ -1,6 +1,6 @@
 """`tributary topics create|list|describe|alter|delete`, in the manner of kafka-topics.sh.
 
-How it works: each action opens an admin client (client/admin.py) on the bootstrap
+How it works: each action opens an admin client (client/admin/) on the bootstrap
 servers, does one thing and prints the result: `list` the topic names, without internal
 topics such as `__consumer_offsets` unless `--include-internal`/`--all` asks (they can
 still be described by name); `describe` as `kafka-topics --describe`

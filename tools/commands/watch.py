@@ -12,7 +12,7 @@ builds the snapshot, diffs it against the previous one and renders the frame, wh
 rich's `Live` redraws in place. Ctrl-C ends it with exit code 130.
 
 Consumer groups (unless `--no-groups`): in the same round as DescribeLogDirs, an admin
-client (client/admin.py, on the same connection pool, bootstrapped from the endpoints
+client (client/admin/, on the same connection pool, bootstrapped from the endpoints
 that answered) lists the groups of every broker, describes them in one DescribeGroups per
 coordinator and fetches each group's committed offsets (concurrently); the lag is then
 computed from the leaders' high watermarks the frame already has. The whole group round

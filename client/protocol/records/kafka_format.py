@@ -1,11 +1,12 @@
 """Kafka's record format: the varint records inside a v2 batch, and conversion to it.
 
-How it works: a Kafka-format batch (see `records` for the two payload formats) carries
-Kafka's records section after the 61-byte header: per record a varint length, an int8
-attributes, a varlong timestamp delta, a varint offset delta, key and value (varint
-length, -1 for null), then varint-counted headers (UTF-8 name, nullable bytes value),
-compressed as a whole by the codec in attributes bits 0-2. `records` decompresses (the
-same codecs as for its own format) and calls in here for the varint part:
+How it works: a Kafka-format batch (attributes bit 7 clear; see the package docstring
+for the two payload formats) carries Kafka's records section after the 61-byte header
+(`header.py`): per record a varint length, an int8 attributes, a varlong timestamp
+delta, a varint offset delta, key and value (varint length, -1 for null), then
+varint-counted headers (UTF-8 name, nullable bytes value), compressed as a whole by the
+codec in attributes bits 0-2 (`compression.py`, the same codecs as for Tributary's
+format). `batches.py` calls in here for Kafka-format batches:
 
 - `decode_kafka_records` / `kafka_entries` read it, with aiokafka's record reader
   (`aiokafka.record.default_records`, a Cython extension);
@@ -50,36 +51,30 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from client.protocol.records import (
-    _CODEC_MASK,
-    _COMPRESS,
-    _INT16,
-    _INT32,
-    _TIMESTAMP_TYPE_BIT,
+from client.protocol.records.compression import COMPRESS, decompress, known_codec, xerial_compress
+from client.protocol.records.header import (
     ATTR_CONTROL,
     ATTR_MSGPACK_PAYLOAD,
     ATTR_TRANSACTIONAL,
     BATCH_OVERHEAD,
+    CODEC_MASK,
+    INT16,
+    INT32,
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     Codec,
-    DecodedRecord,
-    InvalidRecordError,
-    Record,
-    RecordError,
     TimestampType,
-    _decompress,
-    _known_codec,
-    msgpack_entries,
     pack_batch,
-    snappy_raw,
     validate_batch,
 )
+from client.protocol.records.native import msgpack_entries
+from client.protocol.records.types import DecodedRecord, InvalidRecordError, Record, RecordError
 
 __all__ = [
     "build_kafka_batch",
@@ -93,7 +88,7 @@ __all__ = [
 _PAD = bytes(16)
 # The reader's header: codec bits cleared (we decompress) and timestamp type too (we
 # apply LogAppendTime ourselves, and `kafka_entries` needs the records' own timestamps).
-_READER_CLEARED_BITS = ~(_CODEC_MASK | _TIMESTAMP_TYPE_BIT) & 0xFF
+_READER_CLEARED_BITS = ~(CODEC_MASK | TIMESTAMP_TYPE_BIT) & 0xFF
 _ATTRIBUTES_LOW_BYTE = 22  # attributes is a big-endian int16 at 21; bits 0-7 live here
 _ATTRIBUTES_END = 23  # a partial batch this long shows its attributes (its format)
 _BUILDER_CAPACITY = 1 << 62  # the builder's "batch full" limit: never reached
@@ -111,7 +106,7 @@ def _aiokafka() -> tuple[Any, Any]:
 
 def _reader(view: memoryview, header: BatchHeader) -> Any:
     """aiokafka's reader over the (decompressed) records of the Kafka-format batch."""
-    payload = _decompress(view, header)
+    payload = decompress(view, header)
     head = bytearray(view[:BATCH_OVERHEAD])
     head[_ATTRIBUTES_LOW_BYTE] &= _READER_CLEARED_BITS
     buf = b"".join((head, payload, _PAD))
@@ -124,12 +119,12 @@ def _undecodable(header: BatchHeader, exc: Exception) -> InvalidRecordError:
 
 def decode_kafka_records(view: memoryview, header: BatchHeader) -> list[DecodedRecord]:
     """The records of the Kafka-format batch in `view` (the whole batch, `header` its
-    header); `records.decode_records` calls this for Kafka-format batches."""
+    header); `batches.decode_records` calls this for Kafka-format batches."""
     new = tuple.__new__
     record = DecodedRecord
     try:
         reader = _reader(view, header)
-        if header.attributes & _TIMESTAMP_TYPE_BIT:
+        if header.attributes & TIMESTAMP_TYPE_BIT:
             ts = header.max_timestamp
             return [new(record, (r.offset, ts, r.key, r.value, tuple(r.headers))) for r in reader]
         return [
@@ -190,7 +185,7 @@ def encode_kafka_payload(entries: Sequence[Sequence], codec: int) -> tuple[bytes
     value (which msgpack hands back as str) is written as its UTF-8 bytes. Anything else
     is an `InvalidRecordError`.
     """
-    compress = _COMPRESS[_known_codec(codec)]
+    compress = COMPRESS[known_codec(codec)]
     if not entries:
         return compress(b""), 0
     try:
@@ -250,16 +245,6 @@ def _as_str(name: Any) -> str:
     raise TypeError(f"{type(name).__name__} as a header name")
 
 
-def _xerial_compress(data: bytes | memoryview, block_size: int = 32 * 1024) -> bytes:
-    """Snappy in xerial's framing, as Kafka's Java client writes it."""
-    data = bytes(data)
-    parts = [b"\x82SNAPPY\x00", _INT32.pack(1), _INT32.pack(1)]
-    for start in range(0, len(data), block_size):
-        block = snappy_raw(data[start : start + block_size], compress=True)
-        parts += (_INT32.pack(len(block)), block)
-    return b"".join(parts)
-
-
 def build_kafka_batch(
     records: Iterable[Record],
     *,
@@ -281,7 +266,7 @@ def build_kafka_batch(
     records = list(records)
     if not records:
         raise ValueError("a record batch needs at least one record")
-    codec = _known_codec(codec)
+    codec = known_codec(codec)
     base_timestamp = records[0].timestamp_ms
     entries = [
         (delta, r.timestamp_ms - base_timestamp, r.key, r.value, r.headers)
@@ -289,10 +274,10 @@ def build_kafka_batch(
     ]
     if codec == Codec.SNAPPY and xerial_snappy:
         section, _ = encode_kafka_payload(entries, Codec.NONE)
-        payload = _xerial_compress(section)
+        payload = xerial_compress(section)
     else:
         payload, _ = encode_kafka_payload(entries, codec)
-    attributes = codec | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0)
+    attributes = codec | (TIMESTAMP_TYPE_BIT if timestamp_type else 0)
     attributes |= (ATTR_TRANSACTIONAL if transactional else 0) | (ATTR_CONTROL if control else 0)
     return pack_batch(
         payload,
@@ -315,7 +300,7 @@ def build_kafka_batch(
 def _converted(view: memoryview, header: BatchHeader) -> bytes:
     """The Tributary-format batch in `view` (CRC checked) re-encoded in Kafka's format."""
     entries = msgpack_entries(view, header)
-    payload, first_delta = encode_kafka_payload(entries, header.attributes & _CODEC_MASK)
+    payload, first_delta = encode_kafka_payload(entries, header.attributes & CODEC_MASK)
     return pack_batch(
         payload,
         base_offset=header.base_offset,
@@ -354,8 +339,8 @@ def to_kafka_format(buf: bytes | bytearray | memoryview) -> bytes:
     while pos < end:
         if end - pos < _ATTRIBUTES_END:
             break  # too short to tell the format: a partial batch, copied with the run
-        attributes = _INT16.unpack_from(view, pos + 21)[0]
-        size = LOG_OVERHEAD + _INT32.unpack_from(view, pos + 8)[0]
+        attributes = INT16.unpack_from(view, pos + 21)[0]
+        size = LOG_OVERHEAD + INT32.unpack_from(view, pos + 8)[0]
         if not attributes & ATTR_MSGPACK_PAYLOAD:
             if size < BATCH_OVERHEAD:
                 break  # a length Kafka-format bytes cannot have: the rest verbatim

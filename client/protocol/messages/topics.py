@@ -1,0 +1,239 @@
+"""Topics and their records and configs: CreateTopics, DeleteTopics, CreatePartitions,
+DeleteRecords, DescribeConfigs and IncrementalAlterConfigs.
+
+How it works: messages declared with `schema.struct` (the conventions are in the package
+docstring). The admin client sends the topic changes to any broker (which writes
+ZooKeeper, as Kafka 2.x's brokers did) and DeleteRecords to each partition's leader.
+Configs are addressed by resource type (`TOPIC_RESOURCE`, `BROKER_RESOURCE`) and altered
+with `CONFIG_SET` / `CONFIG_DELETE` operations.
+"""
+
+from __future__ import annotations
+
+from client.protocol.schema import empty_list, struct
+
+# --- CreateTopics (19) ---------------------------------------------------------------------
+
+
+@struct
+class CreateTopicsAssignment:
+    partition_index: int
+    broker_ids: list[int]
+
+
+@struct
+class CreateTopicsConfig:
+    name: str
+    value: str | None
+
+
+@struct
+class CreateTopicsTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: list[CreateTopicsAssignment] = empty_list()
+    configs: list[CreateTopicsConfig] = empty_list()
+
+
+@struct
+class CreateTopicsRequest:
+    topics: list[CreateTopicsTopic]
+    timeout_ms: int
+    validate_only: bool = False
+
+
+@struct
+class CreateTopicsResponseTopic:
+    name: str
+    error_code: int
+    error_message: str | None
+    num_partitions: int
+    replication_factor: int
+
+
+@struct
+class CreateTopicsResponse:
+    throttle_time_ms: int
+    topics: list[CreateTopicsResponseTopic]
+
+
+# --- DeleteTopics (20) ---------------------------------------------------------------------
+
+
+@struct
+class DeleteTopicsRequest:
+    topic_names: list[str]
+    timeout_ms: int
+
+
+@struct
+class DeleteTopicsResponseTopic:
+    name: str
+    error_code: int
+    error_message: str | None
+
+
+@struct
+class DeleteTopicsResponse:
+    throttle_time_ms: int
+    responses: list[DeleteTopicsResponseTopic]
+
+
+# --- CreatePartitions (37) -----------------------------------------------------------------
+
+
+@struct
+class CreatePartitionsAssignment:
+    broker_ids: list[int]
+
+
+@struct
+class CreatePartitionsTopic:
+    name: str
+    count: int  # the new total number of partitions
+    assignments: list[CreatePartitionsAssignment] | None = None  # one per added partition
+
+
+@struct
+class CreatePartitionsRequest:
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool = False
+
+
+@struct
+class CreatePartitionsResponseTopic:
+    name: str
+    error_code: int
+    error_message: str | None
+
+
+@struct
+class CreatePartitionsResponse:
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseTopic]
+
+
+# --- DeleteRecords (21) --------------------------------------------------------------------
+
+
+@struct
+class DeleteRecordsPartition:
+    partition_index: int
+    offset: int  # delete every record below this offset; -1: the high watermark
+
+
+@struct
+class DeleteRecordsTopic:
+    name: str
+    partitions: list[DeleteRecordsPartition]
+
+
+@struct
+class DeleteRecordsRequest:
+    topics: list[DeleteRecordsTopic]
+    timeout_ms: int
+
+
+@struct
+class DeleteRecordsResponsePartition:
+    partition_index: int
+    low_watermark: int  # the partition's log start offset now (-1 with an error)
+    error_code: int
+
+
+@struct
+class DeleteRecordsResponseTopic:
+    name: str
+    partitions: list[DeleteRecordsResponsePartition]
+
+
+@struct
+class DeleteRecordsResponse:
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseTopic]
+
+
+# --- DescribeConfigs (32) ------------------------------------------------------------------
+
+# Resource types (Kafka's ConfigResource.Type).
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@struct
+class DescribeConfigsResource:
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None = None  # None = every key
+
+
+@struct
+class DescribeConfigsRequest:
+    resources: list[DescribeConfigsResource]
+
+
+@struct
+class DescribeConfigsResult:
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    is_sensitive: bool = False
+
+
+@struct
+class DescribeConfigsResponseResource:
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: list[DescribeConfigsResult]
+
+
+@struct
+class DescribeConfigsResponse:
+    throttle_time_ms: int
+    results: list[DescribeConfigsResponseResource]
+
+
+# --- IncrementalAlterConfigs (44) -----------------------------------------------------------
+
+# config_operation values (Kafka's AlterConfigOp.OpType; APPEND and SUBTRACT not served).
+CONFIG_SET = 0
+CONFIG_DELETE = 1
+
+
+@struct
+class AlterableConfig:
+    name: str
+    config_operation: int
+    value: str | None = None
+
+
+@struct
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
+
+
+@struct
+class IncrementalAlterConfigsRequest:
+    resources: list[AlterConfigsResource]
+    validate_only: bool = False
+
+
+@struct
+class AlterConfigsResourceResponse:
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+
+
+@struct
+class IncrementalAlterConfigsResponse:
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
