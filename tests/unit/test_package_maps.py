@@ -27,12 +27,6 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ["broker", "controller", "client", "server_common", "tools", "spark"]
 
-# Being restructured in other branches of the maintainability refactor (issue 25): the
-# client library (producer, consumer, admin, protocol) and the broker's core. Their maps
-# are checked once those branches are merged: the lead removes this list then.
-PENDING = ("client", "broker/core")
-
-
 def is_package(directory: pathlib.Path) -> bool:
     return directory.name != "__pycache__" and any(directory.glob("*.py"))
 
@@ -78,14 +72,9 @@ def missing_from_map(package: pathlib.Path) -> list[str]:
     ]
 
 
-def _param(package: pathlib.Path):
-    relative = package.relative_to(ROOT).as_posix()
-    pending = any(relative == p or relative.startswith(p + "/") for p in PENDING)
-    marks = [pytest.mark.skip(reason="restructured in another branch")] if pending else []
-    return pytest.param(package, id=relative, marks=marks)
-
-
-@pytest.mark.parametrize("package", [_param(p) for p in packages()])
+@pytest.mark.parametrize(
+    "package", [pytest.param(p, id=p.relative_to(ROOT).as_posix()) for p in packages()]
+)
 def test_package_docstring_names_every_module_and_subpackage(package):
     missing = missing_from_map(package)
     assert not missing, f"{package.relative_to(ROOT)}/__init__.py does not name: {missing}"
@@ -100,7 +89,3 @@ def test_the_rule_reads_names_as_whole_words():
     assert not names(doc, "package", "core")  # "core/log.py" names a module, not core/
     assert not names(doc, "package", "log")
 
-
-def test_pending_packages_exist():
-    """The pending list names real packages (a stale entry would hide nothing)."""
-    assert all((ROOT / p).is_dir() for p in PENDING)
