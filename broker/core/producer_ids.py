@@ -9,8 +9,8 @@ block's end, or 0..999 when there is none) and writes it with a conditional set 
 version (a create when the node is missing); losing the race to another broker means
 reading again. `ProducerIdGenerator` hands out the ids of the block it holds, one per
 InitProducerId, and says when it needs a new block. The shell does the I/O:
-`broker/zk_gateway.py` `claim_producer_id_block` (the read and conditional write) and
-`broker/handlers.py` `init_producer_id` (one claim at a time, under a lock).
+`broker/zookeeper/gateway.py` `claim_producer_id_block` (the read and conditional write) and
+`broker/handlers/producer_ids.py` `init_producer_id` (one claim at a time, under a lock).
 """
 
 from __future__ import annotations

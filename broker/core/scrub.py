@@ -1,6 +1,6 @@
 """The scrubber's decisions: which bytes to check next, and how to repair what is damaged.
 
-How it works (pure: values in, values out; the Trio task in `broker/log_scrubber.py` does
+How it works (pure: values in, values out; the Trio task in `broker/tasks/log_scrubber.py` does
 the reading, fetching and writing):
 
 - Scheduling. Each partition has a scrub position: the offset below which the current

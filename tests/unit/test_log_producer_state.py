@@ -1,5 +1,5 @@
 """The log's idempotent-producer hooks: dedup on the leader, the same state on a follower,
-truncation, and snapshots beside the segments (broker/core/log/log.py)."""
+truncation, and snapshots beside the segments (broker/core/log/producer_snapshots.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 committed offsets (Kafka 2.8's GroupCoordinator and GroupMetadataManager).
 
 Time comes in as `now_ms`; writes to `__consumer_offsets` leave through the `append`
-callable the shell (`broker/group_service.py`) gives, and the shell feeds the records it
+callable the shell (`broker/tasks/group_service.py`) gives, and the shell feeds the records it
 reads back when this broker becomes leader of an offsets partition.
 
 Modules:

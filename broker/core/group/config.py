@@ -1,7 +1,7 @@
 """The group coordinator's settings and counters.
 
 How it works: `GroupConfig` holds the broker settings the coordinator uses (Kafka's names
-in `broker/group_service.py`'s `group_config`, which builds it from the broker's config);
+in `broker/tasks/group_service.py`'s `group_config`, which builds it from the broker's config);
 `CoordinatorStats` holds the running totals the broker's metrics read. Both are shared by
 `coordinator.py`, `membership.py` and `metadata_manager.py`.
 """

@@ -7,7 +7,7 @@ the same dir gets `LogDirLockedError`), reads the checkpoint files, and opens ev
 - `recovery-point-offset-checkpoint` says, per partition, up to where the log is known to
   be on disk; segments from there on are re-validated. `log-start-offset-checkpoint`
   restores log start offsets that lie inside a segment.
-- `scrub-offset-checkpoint` is the scrubber's (broker/log_scrubber.py): how far its
+- `scrub-offset-checkpoint` is the scrubber's (broker/tasks/log_scrubber.py): how far its
   current pass has checked each log (`read_scrub_positions`/`write_scrub_positions`).
 - `cleaner-offset-checkpoint` gives each log its cleaner checkpoint (where compaction
   stopped); the cleaner writes it after every pass (`checkpoint_cleaner_offsets`).
