@@ -3,13 +3,17 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test lint run bench chaos clean down
+.PHONY: setup test test-fast lint typecheck run bench chaos clean down
 
 setup:
 	@scripts/setup.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .
+
+# mypy over every product package (settings in pyproject.toml's [tool.mypy]).
+typecheck: setup
+	$(VENV)/bin/mypy
 
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
