@@ -1,8 +1,17 @@
-"""Shared fixtures: a real ZooKeeper per test session, a fresh chroot per test.
+"""Shared fixtures, and how `make test` spreads the suite over parallel workers.
 
-`zookeeper` starts Debian's ZooKeeper once for the whole run (about a second) and kills
+`zookeeper` starts Debian's ZooKeeper once per test process (about a second) and kills
 that pid at the end. `zk_connect` gives each test its own chroot under it, so tests never
 see each other's znodes; `kazoo_client` is a started KazooClient on that chroot.
+
+Parallel runs (pytest-xdist, `-n N --dist loadgroup`, as `make test` runs them): every
+test is put in a group, and a group runs whole on one worker, so what a module shares
+(a module-scoped real cluster) is built once. The group is the test's module, except
+that every test using the session's Spark (`spark` fixture) is in the group "spark": one
+Spark JVM per run, not one per worker. Groups are handed out longest first (the
+`EXPECTED_SECONDS` of a module, measured on 2 cores; a module not listed counts as short),
+so the long real-cluster modules start at once and the many short unit modules fill the
+gaps at the end instead of a long module starting last.
 """
 
 from __future__ import annotations
@@ -51,3 +60,47 @@ def kazoo_client(zk_connect):
     finally:
         client.stop()
         client.close()
+
+
+# Seconds a module takes on its own on a 2-core machine (a few slow unit modules too):
+# only the order in which groups start depends on these, never a result.
+EXPECTED_SECONDS = {
+    "tests/integration/test_analytics_e2e.py": 120,
+    "tests/chaos/test_randomized.py": 120,
+    "tests/chaos/test_replication_matrix.py": 90,
+    "tests/chaos/test_failover.py": 70,
+    "tests/integration/test_client_resilience_cli.py": 70,
+    "tests/integration/test_operator_admin.py": 70,
+    "tests/integration/test_kafka_idempotence.py": 55,
+    "tests/chaos/test_planted_bug.py": 55,
+    "spark": 150,
+    "tests/integration/test_kafka_clients.py": 40,
+    "tests/integration/test_idempotent_producer.py": 35,
+    "tests/integration/test_resource_bounds.py": 30,
+    "tests/chaos/test_disk_faults.py": 30,
+    "tests/integration/test_local_cluster_cli.py": 28,
+    "tests/integration/test_make_run.py": 27,
+    "tests/integration/test_end_to_end.py": 25,
+    "tests/integration/test_groups_cli.py": 20,
+    "tests/integration/test_perf_tools.py": 19,
+    "tests/integration/test_consumer_groups.py": 18,
+    "tests/sim/test_replication_properties.py": 18,
+    "tests/unit/test_protocol_roundtrip.py": 16,
+    "tests/unit/test_protocol_framing.py": 15,
+    "tests/integration/test_scrub_repair.py": 14,
+}
+
+
+def _group(item: pytest.Item) -> str:
+    if "spark" in getattr(item, "fixturenames", ()):
+        return "spark"
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    groups = {id(item): _group(item) for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    # Stable: within a group, and among groups of equal weight, collection order stays.
+    items.sort(key=lambda item: -EXPECTED_SECONDS.get(groups[id(item)], 0))
