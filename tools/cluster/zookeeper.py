@@ -9,6 +9,7 @@ the test fixtures and by the local cluster launcher alike.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -35,8 +36,35 @@ def zookeeper_jar() -> Path:
     return jar
 
 
+# Listening ports are picked below the kernel's ephemeral range (where outgoing
+# connections get their local ports), from this port up: a port picked there cannot be
+# taken by some client's connection between the pick and the server's bind, nor while a
+# killed broker is down before it binds the same port again.
+LISTEN_PORTS_FROM = 10000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (bind 0, read, close)."""
+    """A port that was free a moment ago, chosen at random below the ephemeral range
+    (falling back to one the kernel picks when that range leaves no room)."""
+    low = _ephemeral_range()[0]
+    if low - LISTEN_PORTS_FROM >= 1000:
+        for _ in range(200):
+            port = random.randrange(LISTEN_PORTS_FROM, low)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
