@@ -4,14 +4,16 @@
 that pid at the end. `zk_connect` gives each test its own chroot under it, so tests never
 see each other's znodes; `kazoo_client` is a started KazooClient on that chroot.
 
-Parallel runs (pytest-xdist, `-n N --dist loadgroup`, as `make test` runs them): every
-test is put in a group, and a group runs whole on one worker, so what a module shares
-(a module-scoped real cluster) is built once. The group is the test's module, except
-that every test using the session's Spark (`spark` fixture) is in the group "spark": one
-Spark JVM per run, not one per worker. Groups are handed out longest first (the
-`EXPECTED_SECONDS` of a module, measured on 2 cores; a module not listed counts as short),
-so the long real-cluster modules start at once and the many short unit modules fill the
-gaps at the end instead of a long module starting last.
+Parallel runs (pytest-xdist, `-n N --dist loadscope`, as `make test` runs them): a
+scheduler of our own (`ModuleScheduling`) hands out whole groups, and a group runs on
+one worker, so what a module shares (a module-scoped real cluster) is built once. The
+group is the test's module, except that the Spark tests (tests/spark/) are one group:
+one Spark JVM per run, not one per worker. Groups go out longest first (the
+`EXPECTED_SECONDS` of a module, measured on 2 cores; a module not listed counts as
+short), so the long real-cluster modules start at once and the many short unit modules
+fill the gaps at the end instead of a long module starting last. (xdist's own
+`loadgroup` would do the grouping from `xdist_group` marks, but it renames node ids in a
+way pytest 9 no longer sees.)
 """
 
 from __future__ import annotations
@@ -91,16 +93,25 @@ EXPECTED_SECONDS = {
 }
 
 
-def _group(item: pytest.Item) -> str:
-    if "spark" in getattr(item, "fixturenames", ()):
-        return "spark"
-    return item.nodeid.split("::", 1)[0]
+def group_of(nodeid: str) -> str:
+    """The group a test runs in: its module, or "spark" for every Spark test."""
+    path = nodeid.split("::", 1)[0]
+    return "spark" if path.startswith("tests/spark/") else path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    groups = {id(item): _group(item) for item in items}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
     # Stable: within a group, and among groups of equal weight, collection order stays.
-    items.sort(key=lambda item: -EXPECTED_SECONDS.get(groups[id(item)], 0))
+    items.sort(key=lambda item: -EXPECTED_SECONDS.get(group_of(item.nodeid), 0))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep the longest-first collection order
+    return ModuleScheduling(config, log)
