@@ -456,7 +456,7 @@ class Partition:
     def complete_isr_update(self, outcome: IsrUpdateOutcome, now_ms: int) -> bool:
         """Apply ZooKeeper's answer to the pending change. Returns True if HW moved."""
         pending = self.isr_state
-        if not pending.is_inflight:
+        if isinstance(pending, CommittedIsr):  # no change in flight
             return False
         if isinstance(outcome, IsrUpdateSucceeded):
             if isinstance(pending, PendingExpandIsr):
