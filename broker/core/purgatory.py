@@ -85,20 +85,20 @@ class PartitionResult(Protocol):
     error_code: ErrorCode
 
 
-P = TypeVar("P")  # what the operation needs of a partition (a Protocol the Partition meets)
-R = TypeVar("R", bound=PartitionResult)  # the answer for one partition
+PartitionT = TypeVar("PartitionT")  # what the operation needs of a partition (a Protocol)
+ResultT = TypeVar("ResultT", bound=PartitionResult)  # the answer for one partition
 
 
-class PartitionStatus(Protocol[R]):
+class PartitionStatus(Protocol[ResultT]):
     """One partition of a `DelayedPartitionsOperation`: the offset it waits for, whether it
     is still pending, and its answer so far."""
 
     required_offset: int
     pending: bool
-    result: R
+    result: ResultT
 
 
-class DelayedPartitionsOperation(DelayedOperation, Generic[P, R]):
+class DelayedPartitionsOperation(DelayedOperation, Generic[PartitionT, ResultT]):
     """A request over several partitions, each pending until it is decided (Kafka's
     DelayedProduce and DelayedDeleteRecords share this shape).
 
@@ -115,9 +115,9 @@ class DelayedPartitionsOperation(DelayedOperation, Generic[P, R]):
     def __init__(
         self,
         deadline_ms: int,
-        statuses: Mapping[TopicPartition, PartitionStatus[R]],
-        get_partition: Callable[[TopicPartition], P | None],
-        respond: Callable[[dict[TopicPartition, R]], None],
+        statuses: Mapping[TopicPartition, PartitionStatus[ResultT]],
+        get_partition: Callable[[TopicPartition], PartitionT | None],
+        respond: Callable[[dict[TopicPartition, ResultT]], None],
     ):
         super().__init__(deadline_ms)
         self.statuses = statuses
@@ -125,11 +125,11 @@ class DelayedPartitionsOperation(DelayedOperation, Generic[P, R]):
         self._respond = respond
 
     def check_partition(
-        self, partition: P | None, status: PartitionStatus[R]
+        self, partition: PartitionT | None, status: PartitionStatus[ResultT]
     ) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def clear_result(self, result: R) -> None:  # pragma: no cover - abstract
+    def clear_result(self, result: ResultT) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def try_complete(self, now_ms: int) -> bool:
@@ -146,7 +146,7 @@ class DelayedPartitionsOperation(DelayedOperation, Generic[P, R]):
     def on_complete(self) -> None:
         self._respond({tp: s.result for tp, s in self.statuses.items()})
 
-    def fail(self, status: PartitionStatus[R], error: ErrorCode) -> None:
+    def fail(self, status: PartitionStatus[ResultT], error: ErrorCode) -> None:
         status.pending = False
         status.result.error_code = error
         self.clear_result(status.result)

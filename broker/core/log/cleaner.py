@@ -249,7 +249,9 @@ class CleaningJob:
 
     # ------------------------------------------------------------------ reading
 
-    def _read(self, segments: list[LogSegment], max_bytes: int):
+    def _read(
+        self, segments: list[LogSegment], max_bytes: int
+    ) -> list[tuple[LogSegment, BatchHeader, memoryview]]:
         """Whole batches from the cursor on, about `max_bytes` of them (at least one), each
         checked (length, CRC): [(segment, header, batch bytes)]; moves the cursor."""
         cursor = self._cursor
@@ -265,7 +267,7 @@ class CleaningJob:
             data = segment.pread(first, cursor.position)
         self.stats.bytes_read += len(data)
         view = memoryview(data)
-        out = []
+        out: list[tuple[LogSegment, BatchHeader, memoryview]] = []
         rel = 0
         while rel + BATCH_OVERHEAD <= len(view):
             size = LOG_OVERHEAD + int.from_bytes(view[rel + 8 : rel + 12], "big", signed=True)
