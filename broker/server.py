@@ -48,7 +48,8 @@ import math
 import os
 import resource
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
@@ -396,11 +397,13 @@ class BrokerServer:
         idle_ms = config["connections.max.idle.ms"]
         idle_timeout_s = None if idle_ms < 0 else idle_ms / 1000
 
-        def connection_handler(listener: str):
+        def connection_handler(listener: str) -> Callable[[trio.abc.Stream], Awaitable[None]]:
             async def serve_request(header, request):
                 return await self.handlers.handle(header, request, listener)
 
-            handle_request = self._intercept(serve_request)
+            # handler(header, request): the header is what this listener's wire decodes,
+            # the native RequestHeader or the KafkaHeader the Kafka dispatcher translates.
+            handle_request: Callable[[Any, Any], Awaitable[Any]] = self._intercept(serve_request)
             wire = native_wire
             if config.wire_protocols[listener] == KAFKA_WIRE:
                 handle_request = KafkaDispatcher(handle_request)
@@ -413,7 +416,9 @@ class BrokerServer:
 
             async def serve(stream: trio.abc.Stream) -> None:
                 await serve_connection(
-                    stream,
+                    # Any stream is served (in-memory ones in tests); serve_connection is
+                    # annotated with trio.SocketStream only (server_common/network.py).
+                    stream,  # type: ignore[arg-type]
                     handle_request,
                     max_frame_bytes=max_frame_bytes,
                     max_queued=config["queued.max.requests.per.connection"],
@@ -447,7 +452,7 @@ class BrokerServer:
             async with trio.open_nursery() as nursery:
                 for name, bound in listeners.items():
                     nursery.start_soon(
-                        trio.serve_listeners, connection_handler(name), bound.listeners
+                        trio.serve_listeners, connection_handler(name), list(bound.listeners)
                     )
 
     def _write_meta_properties(self) -> None:
@@ -469,10 +474,13 @@ def _kafka_wire(max_frame_bytes: int) -> KafkaServerConnection:
 
 
 def _peer_host(stream: trio.abc.Stream) -> str:
-    try:
-        return str(stream.socket.getpeername()[0])
-    except (OSError, AttributeError, IndexError, TypeError):
+    sock = getattr(stream, "socket", None)  # a SocketStream's (or what a wrapper forwards)
+    if sock is None:
         return "?"  # an in-memory test transport: one "address" for everyone
+    try:
+        return str(sock.getpeername()[0])
+    except (OSError, AttributeError, IndexError, TypeError):
+        return "?"
 
 
 def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:

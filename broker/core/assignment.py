@@ -11,7 +11,7 @@ are spread over all the other brokers instead of always being its neighbours.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class AssignmentError(ValueError):
@@ -58,7 +58,9 @@ def assign_replicas(
     return assignment
 
 
-def validate_assignment(assignment: dict[int, Sequence[int]], live_brokers: set[int]) -> str | None:
+def validate_assignment(
+    assignment: Mapping[int, Sequence[int]], live_brokers: set[int]
+) -> str | None:
     """A problem with a user-given assignment, or None if it is usable."""
     if not assignment:
         return "empty replica assignment"

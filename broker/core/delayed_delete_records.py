@@ -21,8 +21,9 @@ follower fetches, ISR changes and leadership changes. For each pending partition
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from broker.core.purgatory import DelayedPartitionsOperation
+from broker.core.purgatory import DelayedPartitionsOperation, PartitionStatus
 from client.protocol.errors import ErrorCode
 
 
@@ -40,10 +41,21 @@ class DeleteRecordsStatus:
     pending: bool = True
 
 
-class DelayedDeleteRecords(DelayedPartitionsOperation):
+class DeleteRecordsTarget(Protocol):
+    """What a DelayedDeleteRecords asks of a partition (`Partition` is one)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def low_watermark_if_leader(self) -> int: ...
+
+
+class DelayedDeleteRecords(DelayedPartitionsOperation[DeleteRecordsTarget, DeleteRecordsResult]):
     __slots__ = ()
 
-    def check_partition(self, partition, status: DeleteRecordsStatus) -> None:
+    def check_partition(
+        self, partition: DeleteRecordsTarget | None, status: PartitionStatus[DeleteRecordsResult]
+    ) -> None:
         if partition is None:  # Case A
             self.fail(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         elif not partition.is_leader:  # Case B

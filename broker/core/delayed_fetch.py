@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from broker.core.errors import PartitionError
 from broker.core.purgatory import DelayedOperation
@@ -48,6 +49,18 @@ class FetchParams:
         return self.replica_id >= 0
 
 
+class FetchTarget(Protocol):
+    """What a DelayedFetch asks of a partition (`Partition` is one)."""
+
+    def check_leader(self, current_leader_epoch: int = ...) -> None: ...
+
+    def fetch_upper_bound(self, from_follower: bool) -> int: ...
+
+    def bytes_available(
+        self, fetch_offset: int, upper: int, max_bytes: int, wanted: int
+    ) -> int: ...
+
+
 class DelayedFetch(DelayedOperation):
     __slots__ = ("params", "partitions", "_get_partition", "_complete")
 
@@ -56,7 +69,7 @@ class DelayedFetch(DelayedOperation):
         deadline_ms: int,
         params: FetchParams,
         partitions: dict[TopicPartition, FetchPartitionRequest],
-        get_partition: Callable[[TopicPartition], object | None],
+        get_partition: Callable[[TopicPartition], FetchTarget | None],
         complete: Callable[[int], None],
     ):
         super().__init__(deadline_ms)

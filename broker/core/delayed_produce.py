@@ -22,8 +22,9 @@ partition results to the `respond` callback exactly once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from broker.core.purgatory import DelayedPartitionsOperation
+from broker.core.purgatory import DelayedPartitionsOperation, PartitionStatus
 from client.protocol.errors import ErrorCode
 
 
@@ -43,10 +44,20 @@ class ProducePartitionStatus:
     pending: bool = True
 
 
-class DelayedProduce(DelayedPartitionsOperation):
+class ProduceTarget(Protocol):
+    """What a DelayedProduce asks of a partition (`Partition` is one)."""
+
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int
+    ) -> tuple[bool, ErrorCode]: ...
+
+
+class DelayedProduce(DelayedPartitionsOperation[ProduceTarget, ProduceResult]):
     __slots__ = ()
 
-    def check_partition(self, partition, status: ProducePartitionStatus) -> None:
+    def check_partition(
+        self, partition: ProduceTarget | None, status: PartitionStatus[ProduceResult]
+    ) -> None:
         if partition is None:  # Case A
             self.fail(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return

@@ -24,7 +24,7 @@ shell's fetcher tasks (one per leader) only carry requests and answers: they ask
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -111,7 +111,9 @@ class FollowerFetch:
             by_leader.setdefault(state.leader_id, set()).add(tp)
         return by_leader
 
-    def _ready(self, leader_id: int, phase: FetchPhase, now_ms: int):
+    def _ready(
+        self, leader_id: int, phase: FetchPhase, now_ms: int
+    ) -> Iterator[tuple[TopicPartition, FollowerFetchState]]:
         for tp, state in self.states.items():
             if (
                 state.leader_id == leader_id

@@ -40,6 +40,7 @@ from broker.core.isr import (
     ordered,
 )
 from broker.core.log.errors import KeylessRecordError
+from broker.core.log.log import Log, LogAppendInfo
 from broker.core.log.producer_state import ProducerStateError
 from broker.core.replica import FollowerState
 from client.protocol.errors import ErrorCode
@@ -120,7 +121,7 @@ class Partition:
         self,
         topic_partition: TopicPartition,
         local_broker_id: int,
-        log,
+        log: Log,
         *,
         high_watermark: int = 0,
     ):
@@ -240,7 +241,9 @@ class Partition:
         self.followers = {}
 
     # -- leader: writes ------------------------------------------------------------
-    def append_records_to_leader(self, records: bytes, required_acks: int, now_ms: int):
+    def append_records_to_leader(
+        self, records: bytes, required_acks: int, now_ms: int
+    ) -> LogAppendInfo:
         """Append as leader; returns the log's append info. Raises PartitionError."""
         if not self.is_leader:
             raise PartitionError(
@@ -456,7 +459,7 @@ class Partition:
     def complete_isr_update(self, outcome: IsrUpdateOutcome, now_ms: int) -> bool:
         """Apply ZooKeeper's answer to the pending change. Returns True if HW moved."""
         pending = self.isr_state
-        if not pending.is_inflight:
+        if isinstance(pending, CommittedIsr):  # no change in flight
             return False
         if isinstance(outcome, IsrUpdateSucceeded):
             if isinstance(pending, PendingExpandIsr):
@@ -525,7 +528,9 @@ class Partition:
         return False, ErrorCode.NONE
 
     # -- follower ------------------------------------------------------------------
-    def append_records_to_follower(self, records: bytes, leader_hw: int, now_ms: int):
+    def append_records_to_follower(
+        self, records: bytes, leader_hw: int, now_ms: int
+    ) -> LogAppendInfo | None:
         info = None
         if records:
             info = self.log.append_as_follower(records, now_ms)

@@ -31,9 +31,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from client.protocol.errors import ErrorCode
+from client.protocol.types import TopicPartition
+
+# A heap entry, [deadline_ms, sequence, op or None]: a list (not a tuple or a class) so
+# heapq compares entries in C and a completed operation's slot can be emptied in place.
+_HeapEntry = list[Any]
 
 
 class DelayedOperation:
@@ -61,7 +67,7 @@ class DelayedOperation:
         self.completed_ms = -1  # when it completed (set before on_complete runs)
         self._keys: tuple[Hashable, ...] = ()
         self._purgatory: Purgatory | None = None
-        self._entry: list | None = None  # its heap entry while watched
+        self._entry: _HeapEntry | None = None  # its heap entry while watched
 
     def try_complete(self, now_ms: int) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -73,16 +79,35 @@ class DelayedOperation:
         """Hook run just before `on_complete` when the deadline passed."""
 
 
-class DelayedPartitionsOperation(DelayedOperation):
+class PartitionResult(Protocol):
+    """What a partition's answer carries at least: its error code."""
+
+    error_code: ErrorCode
+
+
+PartitionT = TypeVar("PartitionT")  # what the operation needs of a partition (a Protocol)
+ResultT = TypeVar("ResultT", bound=PartitionResult)  # the answer for one partition
+
+
+class PartitionStatus(Protocol[ResultT]):
+    """One partition of a `DelayedPartitionsOperation`: the offset it waits for, whether it
+    is still pending, and its answer so far."""
+
+    required_offset: int
+    pending: bool
+    result: ResultT
+
+
+class DelayedPartitionsOperation(DelayedOperation, Generic[PartitionT, ResultT]):
     """A request over several partitions, each pending until it is decided (Kafka's
     DelayedProduce and DelayedDeleteRecords share this shape).
 
-    `statuses` maps each partition to a status with `pending` and a `result` carrying an
-    `error_code`. `try_complete` asks `check_partition(partition, status)` about every
-    pending one (the partition is None when this broker no longer hosts it) and completes
-    when none is pending; on expiry the pending ones answer REQUEST_TIMED_OUT;
-    `on_complete` hands every result to `respond` once. Subclasses implement
-    `check_partition` and `clear_result` (what a failed result must not carry).
+    `statuses` maps each partition to a `PartitionStatus` (`pending`, and a `result`
+    carrying an `error_code`). `try_complete` asks `check_partition(partition, status)`
+    about every pending one (the partition is None when this broker no longer hosts it)
+    and completes when none is pending; on expiry the pending ones answer
+    REQUEST_TIMED_OUT; `on_complete` hands every result to `respond` once. Subclasses
+    implement `check_partition` and `clear_result` (what a failed result must not carry).
     """
 
     __slots__ = ("statuses", "_get_partition", "_respond")
@@ -90,19 +115,21 @@ class DelayedPartitionsOperation(DelayedOperation):
     def __init__(
         self,
         deadline_ms: int,
-        statuses: dict,
-        get_partition: Callable[[Hashable], object | None],
-        respond: Callable[[dict], None],
+        statuses: Mapping[TopicPartition, PartitionStatus[ResultT]],
+        get_partition: Callable[[TopicPartition], PartitionT | None],
+        respond: Callable[[dict[TopicPartition, ResultT]], None],
     ):
         super().__init__(deadline_ms)
         self.statuses = statuses
         self._get_partition = get_partition
         self._respond = respond
 
-    def check_partition(self, partition, status) -> None:  # pragma: no cover - abstract
+    def check_partition(
+        self, partition: PartitionT | None, status: PartitionStatus[ResultT]
+    ) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def clear_result(self, result) -> None:  # pragma: no cover - abstract
+    def clear_result(self, result: ResultT) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def try_complete(self, now_ms: int) -> bool:
@@ -119,7 +146,7 @@ class DelayedPartitionsOperation(DelayedOperation):
     def on_complete(self) -> None:
         self._respond({tp: s.result for tp, s in self.statuses.items()})
 
-    def fail(self, status, error) -> None:
+    def fail(self, status: PartitionStatus[ResultT], error: ErrorCode) -> None:
         status.pending = False
         status.result.error_code = error
         self.clear_result(status.result)
@@ -136,7 +163,7 @@ class Purgatory:
         self._wake_at = wake_at
         self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
         # [deadline, sequence, op] (op None once completed: a dead entry).
-        self._heap: list[list] = []
+        self._heap: list[_HeapEntry] = []
         self._dead_in_heap = 0
         self._sequence = itertools.count()
         self._pending = 0
@@ -238,6 +265,7 @@ class Purgatory:
             op._purgatory = None
             self._pending -= 1
             entry, op._entry = op._entry, None
+            assert entry is not None  # set whenever it is watched
             if not popped:  # its heap entry is now dead until popped or purged
                 entry[2] = None
                 self._dead_in_heap += 1

@@ -53,7 +53,10 @@ from broker.core.delayed_produce import DelayedProduce, ProducePartitionStatus, 
 from broker.core.errors import PartitionError
 from broker.core.follower_fetch import FollowerFetch
 from broker.core.isr_propagation import IsrChangePropagation
+from broker.core.log.config import LogConfig
 from broker.core.log.errors import RecordTooLargeError
+from broker.core.log.log import LogAppendInfo
+from broker.core.log.manager import LogManager
 from broker.core.partition import (
     IsrUpdate,
     IsrUpdateOutcome,
@@ -87,10 +90,10 @@ class ReplicaManager:
     def __init__(
         self,
         broker_id: int,
-        log_manager,
+        log_manager: LogManager,
         config: ReplicationConfig,
         *,
-        log_config_for: Callable[[str], object],
+        log_config_for: Callable[[str], LogConfig],
         now_ms: int,
         events: EventSink | None = None,
         effects: Callable[[IsrUpdate], None] | None = None,
@@ -199,7 +202,9 @@ class ReplicaManager:
         else:
             respond(results)
 
-    def _append_to_leader(self, tp: TopicPartition, records: bytes, acks: int, now_ms: int):
+    def _append_to_leader(
+        self, tp: TopicPartition, records: bytes, acks: int, now_ms: int
+    ) -> tuple[ProduceResult, LogAppendInfo | None]:
         try:
             partition = self.get_partition_or_error(tp)
             hw_before = partition.high_watermark

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.core.follower_fetch import FollowerFetch
+from broker.core.log.config import LogConfig
+from broker.core.log.manager import LogManager
 from broker.core.partition import Partition, PartitionStateUpdate, Role
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
@@ -50,8 +52,8 @@ class RoleChanges:
         broker_id: int,
         partitions: dict[TopicPartition, Partition],
         followers: FollowerFetch,
-        log_manager,
-        log_config_for: Callable[[str], object],
+        log_manager: LogManager,
+        log_config_for: Callable[[str], LogConfig],
         *,
         events: Callable[[str, dict], None],
         recheck: Callable[[TopicPartition, int], None],

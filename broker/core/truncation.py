@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.core.log.leader_epoch import LeaderEpochCache
+
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
@@ -34,7 +36,7 @@ class TruncationDecision:
 
 
 def decide_truncation(
-    epoch_cache,
+    epoch_cache: LeaderEpochCache,
     log_end_offset: int,
     high_watermark: int,
     leader_epoch: int,

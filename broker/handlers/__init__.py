@@ -37,7 +37,7 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.core.log.config import LogConfig
@@ -106,8 +106,9 @@ class RequestHandlers:
         self.groups = groups
         data, controller = self.data_plane, self.controller_requests
         # API key -> handler(request), for every API but Metadata and the group APIs
-        # (`handle` passes those the request's context).
-        self._dispatch = {
+        # (`handle` passes those the request's context). The request is that API's
+        # message: its type follows from the key.
+        self._dispatch: dict[int, Callable[[Any], Awaitable[object]]] = {
             ApiKey.API_VERSIONS: self.metadata.api_versions,
             ApiKey.PRODUCE: data.produce,
             ApiKey.FETCH: data.fetch,

@@ -55,7 +55,9 @@ class GroupHandlers:
         self.cache = metadata_cache
         self.broker_id = broker_id
         self.now_ms = clock
-        self._answer_now = {
+        # API key -> handler(request) for the group APIs answered without waiting (the
+        # request is that API's message: its type follows from the key).
+        self._answer_now: dict[int, Callable[[Any], object]] = {
             ApiKey.SYNC_GROUP: self.sync_group,
             ApiKey.HEARTBEAT: self.heartbeat,
             ApiKey.LEAVE_GROUP: self.leave_group,

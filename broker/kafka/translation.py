@@ -39,6 +39,7 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from client.protocol.codec import RequestHeader
 
@@ -119,7 +120,7 @@ def _convert(value: Any, kafka_type: str | None, hint: Any) -> Any:
     element = _tuple_element(hint)
     if element is None:
         return value
-    if dataclasses.is_dataclass(element):
+    if isinstance(element, type) and dataclasses.is_dataclass(element):
         return tuple(
             item if isinstance(item, element) else build(element, **item) for item in value
         )
@@ -169,12 +170,12 @@ def ms_of(value: datetime.timedelta | int) -> int:
     return int(value)
 
 
-def request_class(api_key: int, version: int) -> type:
+def request_class(api_key: int, version: int) -> type[RequestPayload]:
     """kio's request class for (api_key, version); raises if kio has none."""
     return load_request_schema(api_key, version)
 
 
-def response_class(api_key: int, version: int) -> type:
+def response_class(api_key: int, version: int) -> type[ResponsePayload]:
     """kio's response class for (api_key, version); raises if kio has none."""
     return load_response_schema(api_key, version)
 

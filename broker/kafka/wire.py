@@ -263,7 +263,8 @@ def _frame(correlation_id: int, response: Any) -> bytes:
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     _writer(header_type)(out, header_type(correlation_id=correlation_id))
-    _writer(response_type)(out, response)
+    # A class is hashable; mypy says type[Any] is not (python/mypy#11470).
+    _writer(response_type)(out, response)  # type: ignore[arg-type]
     data = out.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)
     del data

@@ -106,6 +106,13 @@ class BackgroundTasks:
         self.replica_manager = replica_manager
         self.log_manager = log_manager
 
+    def _attached(self) -> tuple[ReplicaManager, LogManager]:
+        """The core the tasks drive (made after this object, which gives it its callbacks,
+        and handed over by `attach` before `start_all`)."""
+        if self.replica_manager is None or self.log_manager is None:
+            raise RuntimeError("BackgroundTasks.attach() was not called")
+        return self.replica_manager, self.log_manager
+
     def start_all(self, nursery: trio.Nursery) -> None:
         for task in (
             self.isr_writer,
@@ -126,32 +133,35 @@ class BackgroundTasks:
 
     # -- tasks ---------------------------------------------------------------------------
     async def isr_writer(self) -> None:
+        rm, _ = self._attached()
         async for update in self._isr_receive:
             tp = update.topic_partition
             outcome = await self.gateway.write_isr(tp, update.new_state)
-            self.replica_manager.complete_isr_update(tp, outcome, self.now_ms())
+            rm.complete_isr_update(tp, outcome, self.now_ms())
 
     async def isr_shrinker(self) -> None:
+        rm, _ = self._attached()
         while True:
             await trio.sleep(self.intervals.isr_shrink_s)
-            self.replica_manager.maybe_shrink_isrs(self.now_ms())
+            rm.maybe_shrink_isrs(self.now_ms())
 
     async def isr_propagator(self) -> None:
+        rm, _ = self._attached()
         period = max(min(self.intervals.isr_propagation_s, MAX_PROPAGATION_PERIOD_S), 0.05)
         while True:
             await trio.sleep(period)
             now = self.now_ms()
-            batch = self.replica_manager.maybe_propagate_isr_changes(now)
+            batch = rm.maybe_propagate_isr_changes(now)
             if not batch:
                 continue
             try:
                 await self.gateway.publish_isr_changes(batch)
             except ZkError as exc:
                 log.warning("could not publish ISR changes: %s", exc)
-                self.replica_manager.isr_changes.requeue(batch, now)
+                rm.isr_changes.requeue(batch, now)
 
     async def reaper(self) -> None:
-        rm = self.replica_manager
+        rm, _ = self._attached()
         while True:
             rm.expire_delayed(self.now_ms())
             deadline = rm.next_deadline_ms()
@@ -163,6 +173,7 @@ class BackgroundTasks:
                 await self._reaper_wakeup.wait()
 
     async def checkpointer(self) -> None:
+        rm, logs = self._attached()
         last_recovery = trio.current_time()
         while True:
             await trio.sleep(self.intervals.hw_checkpoint_s)
@@ -171,8 +182,7 @@ class BackgroundTasks:
                 # worker thread: on the loop it stalled every request once a second.
                 # Only this task writes that file while the broker runs.
                 await trio.to_thread.run_sync(
-                    self.log_manager.write_high_watermarks,
-                    self.replica_manager.high_watermarks_to_checkpoint(),
+                    logs.write_high_watermarks, rm.high_watermarks_to_checkpoint()
                 )
                 if trio.current_time() - last_recovery >= self.intervals.recovery_checkpoint_s:
                     await self._checkpoint_offsets(recovery_points=True)
@@ -186,7 +196,7 @@ class BackgroundTasks:
         one writer of those files while the broker runs, and as each snapshot is taken
         under it, a later snapshot is never overwritten by an earlier one."""
         async with self._offsets_checkpoint_lock:
-            manager = self.log_manager
+            _, manager = self._attached()
             starts = manager.log_start_offsets()
             points = manager.recovery_points() if recovery_points else None
 
@@ -203,12 +213,13 @@ class BackgroundTasks:
             release_free_memory()
 
     async def retention(self) -> None:
+        rm, logs = self._attached()
         while True:
             await trio.sleep(self.intervals.retention_check_s)
             try:
-                deleted = self.log_manager.run_retention(
+                deleted = logs.run_retention(
                     self.now_ms(),
-                    high_watermarks=self.replica_manager.high_watermarks(),
+                    high_watermarks=rm.high_watermarks(),
                     checkpoint=False,
                 )
                 if deleted:
@@ -218,10 +229,11 @@ class BackgroundTasks:
                 log.exception("retention failed")
 
     async def flusher(self) -> None:
+        _, logs = self._attached()
         while True:
             await trio.sleep(self.intervals.flush_check_s)
             try:
-                pending = self.log_manager.due_flushes(self.now_ms())
+                pending = logs.due_flushes(self.now_ms())
             except Exception:
                 log.exception("flush failed")
                 continue

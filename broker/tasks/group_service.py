@@ -24,6 +24,7 @@ from collections.abc import Callable
 import trio
 
 from broker.core.assignment import AssignmentError, assign_replicas
+from broker.core.delayed_produce import ProduceResult
 from broker.core.group.coordinator import GroupConfig, GroupCoordinator, GroupLoader, Records
 from broker.core.group.offsets_topic import OFFSETS_TOPIC
 from broker.core.replica_manager import ReplicaManager
@@ -93,8 +94,8 @@ class GroupService:
             rec.Record(key=key, value=value, timestamp_ms=now_ms) for key, value in records
         )
 
-        def respond(results) -> None:
-            done(ErrorCode(results[tp].error_code))
+        def respond(results: dict[TopicPartition, ProduceResult]) -> None:
+            done(results[tp].error_code)
 
         self.rm.append_records(
             now_ms,

@@ -153,7 +153,7 @@ class LogScrubber:
         self.positions: dict[TopicPartition, int] = {}
         self.pending: dict[TopicPartition, list[RangeReport]] = {}
         self.unrepairable: set[TopicPartition] = set()
-        self._last = None
+        self._last: TopicPartition | None = None  # the log checked last (round-robin)
         self._pass_started = 0.0
         self._last_checkpoint = 0.0
         self._written: dict[TopicPartition, int] | None = None  # what the file holds
@@ -210,7 +210,7 @@ class LogScrubber:
                     continue
                 await self._scrub_target(*target)
 
-    def _next_target(self):
+    def _next_target(self) -> tuple[TopicPartition, Log, LogSegment, int] | None:
         logs = self.log_manager.all_logs()
         spans = {tp: _closed_spans(lg) for tp, lg in logs.items() if not lg.closed}
         starts = {tp: lg.log_start_offset for tp, lg in logs.items()}
@@ -286,7 +286,7 @@ class LogScrubber:
     def _report(self, tp: TopicPartition, ranges: list[CorruptRange]) -> list[RangeReport]:
         reports = self.pending.setdefault(tp, [])
         known = {r.range[:2] for r in reports}
-        added = []
+        added: list[RangeReport] = []
         for r in ranges:
             if r[:2] in known:
                 added.extend(x for x in reports if x.range[:2] == r[:2])

@@ -109,7 +109,9 @@ class DelayedPendingMember(DelayedOperation):
 
     __slots__ = ("membership", "group", "member_id")
 
-    def __init__(self, membership: Membership, group: Group, member_id: str, deadline_ms):
+    def __init__(
+        self, membership: Membership, group: Group, member_id: str, deadline_ms: int
+    ) -> None:
         super().__init__(deadline_ms)
         self.membership = membership
         self.group = group

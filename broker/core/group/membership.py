@@ -135,7 +135,7 @@ class GroupMembership:
         if instance is not None:
             old_id = group.static_member_id(instance)
             if old_id is not None:
-                self._rejoin_static(group, old_id, new_id, request, now_ms, respond)
+                self._rejoin_static(group, instance, old_id, new_id, request, now_ms, respond)
             else:
                 self._add_member_and_rebalance(group, new_id, request, now_ms, respond)
             return
@@ -186,6 +186,7 @@ class GroupMembership:
     def _rejoin_static(
         self,
         group: Group,
+        instance_id: str,
         old_id: str,
         new_id: str,
         request: JoinRequest,
@@ -201,7 +202,7 @@ class GroupMembership:
             callback, old.sync_callback = old.sync_callback, None
             callback(sync_answer(ErrorCode.FENCED_INSTANCE_ID))
         self.heartbeat_purgatory.check_and_complete((group.group_id, old_id), now_ms)
-        member = group.replace_static_member(request.group_instance_id, old_id, new_id)
+        member = group.replace_static_member(instance_id, old_id, new_id)
         member.client_id, member.client_host = request.client_id, request.client_host
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms

@@ -22,6 +22,7 @@ and the mapping never depends on Python's salted `hash`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgpack
 
@@ -150,6 +151,15 @@ def _unpack(data: bytes) -> object:
         raise BadOffsetsRecord(f"not msgpack: {exc}") from None
 
 
+def _unpack_list(data: bytes, what: str) -> list[Any]:
+    """A value written as a msgpack array: its items are checked by the caller (a wrong
+    count or type raises ValueError/TypeError, which `decode_record` reports)."""
+    fields = _unpack(data)
+    if not isinstance(fields, list):
+        raise BadOffsetsRecord(f"bad {what}")
+    return fields
+
+
 def decode_record(key: bytes | None, value: bytes | None) -> OffsetRecord | GroupRecord:
     """One `__consumer_offsets` record as an offset commit or a group's metadata."""
     if key is None:
@@ -181,7 +191,7 @@ def _check(condition: bool, what: str) -> None:
 def _offset_value(value: bytes | None) -> OffsetValue | None:
     if value is None:
         return None
-    offset, leader_epoch, metadata, commit_ts = _unpack(value)
+    offset, leader_epoch, metadata, commit_ts = _unpack_list(value, "offset value")
     _check(isinstance(offset, int) and isinstance(leader_epoch, int), "offset value")
     return OffsetValue(offset, leader_epoch, metadata or "", commit_ts)
 
@@ -189,7 +199,9 @@ def _offset_value(value: bytes | None) -> OffsetValue | None:
 def _group_value(value: bytes | None) -> GroupValue | None:
     if value is None:
         return None
-    protocol_type, generation, protocol, leader, state_ts, members = _unpack(value)
+    protocol_type, generation, protocol, leader, state_ts, members = _unpack_list(
+        value, "group value"
+    )
     _check(isinstance(generation, int) and isinstance(members, list), "group value")
     return GroupValue(
         protocol_type=protocol_type or "",

@@ -205,6 +205,7 @@ class CleaningJob:
         """In the FLUSH phase: finish the group's new segment and fsync what is left."""
         group = self._groups[0]
         output = group.output
+        assert output is not None  # made by the group's first clean step
         output.on_become_inactive()
         self.ops.flush(output)
         # The old segments' modification time (Kafka's lastModified) carries over.
@@ -248,7 +249,9 @@ class CleaningJob:
 
     # ------------------------------------------------------------------ reading
 
-    def _read(self, segments: list[LogSegment], max_bytes: int):
+    def _read(
+        self, segments: list[LogSegment], max_bytes: int
+    ) -> list[tuple[LogSegment, BatchHeader, memoryview]]:
         """Whole batches from the cursor on, about `max_bytes` of them (at least one), each
         checked (length, CRC): [(segment, header, batch bytes)]; moves the cursor."""
         cursor = self._cursor
@@ -264,7 +267,7 @@ class CleaningJob:
             data = segment.pread(first, cursor.position)
         self.stats.bytes_read += len(data)
         view = memoryview(data)
-        out = []
+        out: list[tuple[LogSegment, BatchHeader, memoryview]] = []
         rel = 0
         while rel + BATCH_OVERHEAD <= len(view):
             size = LOG_OVERHEAD + int.from_bytes(view[rel + 8 : rel + 12], "big", signed=True)
@@ -312,27 +315,28 @@ class CleaningJob:
             self.end_offset = self._first_dirty
             self.phase = Phase.DONE  # nothing eligible after all
             return
-        self.end_offset = self._latest_mapped + 1
+        end_offset = self._latest_mapped + 1
+        self.end_offset = end_offset
         if full:
             logger.info(
                 "Log %s: offset map full at %d keys; cleaning up to offset %d this pass",
                 self.target.topic_partition,
                 len(self._map),
-                self.end_offset,
+                end_offset,
             )
-        self._groups = self._plan_groups()
+        self._groups = self._plan_groups(end_offset)
         self._cursor = _Cursor()
         if self._groups:
             self.phase = Phase.CLEAN
         else:
-            self.log.update_cleaner_checkpoint(self.end_offset)
+            self.log.update_cleaner_checkpoint(end_offset)
             self.phase = Phase.DONE
 
     # ------------------------------------------------------------------ 2. plan
 
-    def _plan_groups(self) -> list[_Group]:
+    def _plan_groups(self, end_offset: int) -> list[_Group]:
         config = self.log.config
-        segments = [s for s in self.log.segments[:-1] if s.base_offset < self.end_offset]
+        segments = [s for s in self.log.segments[:-1] if s.base_offset < end_offset]
         groups: list[_Group] = []
         index = 0
         while index < len(segments):
@@ -441,6 +445,7 @@ class CleaningJob:
 
     def _swap(self, group: _Group) -> None:
         output = group.output
+        assert output is not None  # made by the group's first clean step
         try:
             self.log.replace_segments(output, group.segments, self.ops)
         except LogError as exc:
@@ -453,5 +458,6 @@ class CleaningJob:
         if self._groups:
             self.phase = Phase.CLEAN
         else:
+            assert self.end_offset is not None  # set when mapping finished
             self.log.update_cleaner_checkpoint(self.end_offset)
             self.phase = Phase.DONE

@@ -64,7 +64,9 @@ def first_dirty_offset(log: Log) -> int:
     return checkpoint
 
 
-def _overlapping(segments: tuple[LogSegment, ...], bases: list[int], start: int, end: int):
+def _overlapping(
+    segments: tuple[LogSegment, ...], bases: list[int], start: int, end: int
+) -> tuple[LogSegment, ...]:
     """The segments holding offsets in [start, end): from the one holding `start`."""
     first = max(0, bisect.bisect_right(bases, start) - 1)
     last = bisect.bisect_left(bases, end)

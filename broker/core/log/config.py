@@ -11,6 +11,7 @@ public list of accepted names.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -62,6 +63,21 @@ _SPECS: dict[str, _Spec] = {
 #: Every topic-level config name the broker accepts (CreateTopics validates against it).
 TOPIC_CONFIG_NAMES: frozenset[str] = frozenset(_SPECS)
 _FIELD_TO_NAME = {spec.field: name for name, spec in _SPECS.items()}
+# The range of a numeric kind where its spec gives no bound.
+_KIND_BOUNDS: dict[str, tuple[float, float]] = {
+    "int": (_INT_MIN, INT_MAX),
+    "long": (_LONG_MIN, LONG_MAX),
+    "double": (-math.inf, math.inf),
+}
+
+
+def _bounds(spec: _Spec) -> tuple[float, float]:
+    """The allowed range of a numeric field: its spec's bounds, else its kind's."""
+    lo, hi = _KIND_BOUNDS[spec.kind]
+    return (
+        lo if spec.minimum is None else spec.minimum,
+        hi if spec.maximum is None else spec.maximum,
+    )
 
 
 def _parse(name: str, spec: _Spec, raw: Any) -> Any:
@@ -92,20 +108,16 @@ def _check(name: str, spec: _Spec, value: Any) -> Any:
     if spec.kind in ("int", "long"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"topic config {name}: {value!r} is not an integer")
-        lo = _INT_MIN if spec.kind == "int" else _LONG_MIN
-        hi = INT_MAX if spec.kind == "int" else LONG_MAX
-        lo = spec.minimum if spec.minimum is not None else lo
-        hi = spec.maximum if spec.maximum is not None else hi
+        lo, hi = _bounds(spec)
         if not lo <= value <= hi:
             raise ConfigError(f"topic config {name}: {value} is out of range [{lo}, {hi}]")
         return value
     if spec.kind == "double":
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
             raise ConfigError(f"topic config {name}: {value!r} is not a number")
-        if not spec.minimum <= value <= spec.maximum:
-            raise ConfigError(
-                f"topic config {name}: {value} is out of range [{spec.minimum}, {spec.maximum}]"
-            )
+        lo, hi = _bounds(spec)
+        if not lo <= value <= hi:
+            raise ConfigError(f"topic config {name}: {value} is out of range [{lo}, {hi}]")
         return float(value)
     if spec.kind == "bool":
         if not isinstance(value, bool):

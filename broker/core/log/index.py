@@ -28,6 +28,7 @@ import struct
 import sys
 from array import array
 from pathlib import Path
+from typing import Self
 
 from broker.core.log.errors import LogError
 
@@ -99,7 +100,9 @@ class _IndexFile:
         self.path.unlink(missing_ok=True)
 
 
-def _read_columns(path: Path, entry_size: int, typecodes: str) -> tuple[array, array]:
+def _read_columns(
+    path: Path, entry_size: int, typecodes: tuple[str, str]
+) -> tuple[array[int], array[int]]:
     """The two columns of an index file, or IndexCorruptError if it is missing or torn."""
     try:
         data = path.read_bytes()
@@ -122,11 +125,11 @@ def _read_columns(path: Path, entry_size: int, typecodes: str) -> tuple[array, a
     return a, b
 
 
-def _strictly_increasing(column: array) -> bool:
+def _strictly_increasing(column: array[int]) -> bool:
     return all(map(operator.lt, column, column[1:]))
 
 
-def _non_decreasing(column: array) -> bool:
+def _non_decreasing(column: array[int]) -> bool:
     return all(map(operator.le, column, column[1:]))
 
 
@@ -135,19 +138,20 @@ class _SparseIndex:
     the segment's base, `_rel_offsets`), kept in memory and appended to one file."""
 
     ENTRY_SIZE: int
+    _rel_offsets: array[int]  # set by each subclass's __init__
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         self.base_offset = base_offset
         self._file = _IndexFile(path, self.ENTRY_SIZE, max_index_bytes)
 
     @classmethod
-    def create(cls, path: Path, base_offset: int, max_index_bytes: int):
+    def create(cls, path: Path, base_offset: int, max_index_bytes: int) -> Self:
         """A new empty index (an existing file at `path` is emptied)."""
         index = cls(path, base_offset, max_index_bytes)
         index._file.truncate_entries(0)
         return index
 
-    def _columns(self) -> tuple[array, array]:  # pragma: no cover - abstract
+    def _columns(self) -> tuple[array[int], array[int]]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -202,13 +206,13 @@ class OffsetIndex(_SparseIndex):
         self._rel_offsets = array("I")
         self._positions = array("I")
 
-    def _columns(self) -> tuple[array, array]:
+    def _columns(self) -> tuple[array[int], array[int]]:
         return self._rel_offsets, self._positions
 
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int, log_size: int) -> OffsetIndex:
         """Load an existing index; IndexCorruptError if missing or inconsistent."""
-        rel_offsets, positions = _read_columns(path, cls.ENTRY_SIZE, "II")
+        rel_offsets, positions = _read_columns(path, cls.ENTRY_SIZE, ("I", "I"))
         if not _strictly_increasing(rel_offsets) or not _strictly_increasing(positions):
             raise IndexCorruptError(f"{path.name} has entries that do not increase")
         if positions and positions[-1] >= log_size:
@@ -259,13 +263,13 @@ class TimeIndex(_SparseIndex):
         self._timestamps = array("q")
         self._rel_offsets = array("I")
 
-    def _columns(self) -> tuple[array, array]:
+    def _columns(self) -> tuple[array[int], array[int]]:
         return self._timestamps, self._rel_offsets
 
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
         """Load an existing index; IndexCorruptError if missing or inconsistent."""
-        timestamps, rel_offsets = _read_columns(path, cls.ENTRY_SIZE, "qI")
+        timestamps, rel_offsets = _read_columns(path, cls.ENTRY_SIZE, ("q", "I"))
         if not _strictly_increasing(timestamps) or not _non_decreasing(rel_offsets):
             raise IndexCorruptError(f"{path.name} has entries that do not increase")
         index = cls(path, base_offset, max_index_bytes)

@@ -24,7 +24,7 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 from broker.core.log.config import INT_MAX, LogConfig
 from broker.core.log.errors import LogError, OffsetOutOfRangeError
@@ -93,6 +93,14 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
+class SegmentArgs(TypedDict):
+    """`LogSegment.create`'s keyword arguments that come from the log's config and clock."""
+
+    index_interval_bytes: int
+    max_index_bytes: int
+    now_ms: int
+
+
 class LocalLog:
     """One partition directory's segments; `Log` (log.py) is its only user."""
 
@@ -127,7 +135,7 @@ class LocalLog:
         for segment in self.segments:
             segment.set_index_config(config.index_interval_bytes, config.segment_index_bytes)
 
-    def segment_args(self, now_ms: int) -> dict[str, int]:
+    def segment_args(self, now_ms: int) -> SegmentArgs:
         return {
             "index_interval_bytes": self.config.index_interval_bytes,
             "max_index_bytes": self.config.segment_index_bytes,

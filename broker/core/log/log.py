@@ -276,7 +276,7 @@ class Log:
 
     def _append(
         self,
-        buffers: list[bytes | bytearray | memoryview],
+        buffers: Sequence[bytes | bytearray | memoryview],
         headers: Sequence[BatchHeader],
         placements: list[BatchPlacement],
         size: int,
