@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 
 import trio
+import trio.lowlevel
 
 from broker.core.assignment import AssignmentError, assign_replicas
 from broker.core.delayed_produce import ProduceResult
@@ -191,7 +192,7 @@ class GroupService:
                     offset = record.offset + 1
             for _, header in rec.iter_batches(data):
                 offset = max(offset, header.next_offset)
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
         groups = self.coordinator.finish_loading(p, token, loader, self.now_ms())
         if groups is not None:
             log.info(

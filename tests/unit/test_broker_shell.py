@@ -12,6 +12,7 @@ import struct
 
 import msgpack
 import trio
+import trio.lowlevel
 import trio.testing
 
 from client.connection import open_connection
@@ -97,7 +98,7 @@ async def test_pipelined_responses_come_back_in_request_order(autojump_clock):
         async with trio.open_nursery() as inner:
             for i in range(20):
                 inner.start_soon(one, i)
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
         offsets = [results[i].topics[0].partitions[0].base_offset for i in range(1, 20)]
         assert sorted(offsets) == list(range(19))
         # ...and the fetch was answered with the first record it was waiting for.

@@ -4,6 +4,7 @@ so the analytics can tell waiting from slowness: scraped from a real broker's /m
 from __future__ import annotations
 
 import trio
+import trio.lowlevel
 
 from client.connection import open_connection
 from client.protocol import messages as m
@@ -47,7 +48,7 @@ async def test_fetch_wait_is_its_own_histogram():
     async with running_broker(transport="tcp", settings=WITH_METRICS) as (broker, _):
         await produce_and_fetch(broker.port)  # one fetch answered at once
         await fetch_at_the_end(broker.port, offset=12)  # one long poll at the log end
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
 
         _, _, body = await http_get(broker.server.metrics_port, "/metrics")
         kind, waits = samples_by_family(body)["tributary_fetch_wait_seconds"]
