@@ -89,6 +89,8 @@ async def tcp_connector(host: str, port: int) -> trio.abc.Stream:
 class BrokerConnectionError(TributaryError):
     """The connection to a broker failed; retriable (reconnect, refresh metadata, retry)."""
 
+    message: str  # always says what happened
+
     def __init__(self, message: str, code: ErrorCode = ErrorCode.NETWORK_EXCEPTION) -> None:
         super().__init__(code, message)
 
@@ -157,7 +159,8 @@ class BrokerConnection:
         self.peer = peer
         self._stream = stream
         self._protocol = ClientConnection(client_id, max_frame_bytes=max_frame_bytes)
-        self._outgoing: list[bytes] = []  # frames of the next batch, in correlation id order
+        # The frames of the next batch, in correlation id order.
+        self._outgoing: list[bytes | FrameParts] = []
         self._batches_started = 0
         self._batches_written = 0
         self._writing = False
@@ -541,12 +544,12 @@ async def open_connection_pool(
             await pool.aclose()
 
 
-def _coalesce(frames: list[bytes | FrameParts]) -> list[bytes | bytearray]:
+def _coalesce(frames: list[bytes | FrameParts]) -> list[bytes | bytearray | memoryview]:
     """The queued frames as few buffers to send in order: small pieces joined, the big
     record batches of `FrameParts` kept as they are (not copied into one buffer)."""
-    if len(frames) == 1 and type(frames[0]) is not FrameParts:
-        return frames[:]
-    buffers: list[bytes | bytearray] = []
+    if len(frames) == 1 and type(frame := frames[0]) is not FrameParts:
+        return [frame]
+    buffers: list[bytes | bytearray | memoryview] = []
     pending = bytearray()
     for frame in frames:
         pieces = frame if type(frame) is FrameParts else (frame,)

@@ -71,4 +71,4 @@ async def serve_controller_listener(
             idle_timeout_s=IDLE_TIMEOUT_S,
         )
 
-    await trio.serve_listeners(serve, bound.listeners)
+    await trio.serve_listeners(serve, list(bound.listeners))  # it takes a list

@@ -94,7 +94,8 @@ class ZkStore:
         names = list(names)
         assignments = await self.zk.get_many([zkdata.topic_path(t) for t in names])
         configs = await self.zk.get_many([zkdata.topic_config_path(t) for t in names])
-        topics, topic_configs = {}, {}
+        topics: dict[str, TopicAssignment] = {}
+        topic_configs: dict[str, dict[str, str]] = {}
         for name, assignment, config in zip(names, assignments, configs, strict=True):
             if assignment is None:
                 continue
@@ -114,7 +115,7 @@ class ZkStore:
     async def read_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
         names = list(names)
         results = await self.zk.get_many([zkdata.topic_config_path(t) for t in names])
-        configs = {}
+        configs: dict[str, dict[str, str]] = {}
         for name, result in zip(names, results, strict=True):
             configs[name] = {}
             if result is not None:

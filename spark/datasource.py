@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TypeGuard
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -78,14 +79,14 @@ DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 _TRUE = {"true", "1", "yes", "on"}
 
 
-def _flag(options: dict, name: str, default: bool) -> bool:
+def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     if value is None:
         return default
     return str(value).strip().lower() in _TRUE
 
 
-def _int(options: dict, name: str, default: int) -> int:
+def _int(options: Mapping[str, str], name: str, default: int) -> int:
     value = options.get(name)
     if value is None or str(value).strip() == "":
         return default
@@ -163,7 +164,7 @@ def plan_input_partitions(
 
 
 class TributaryReader(DataSourceReader):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         self.path = os.path.abspath(options.get("path") or ".")
         self.headers_only = _flag(options, "headers_only", False)
         self.verify_crc = _flag(options, "verify_crc", True)
@@ -182,7 +183,9 @@ class TributaryReader(DataSourceReader):
 
     def _push(self, f: Filter) -> bool:
         """Apply `f` to the plan; True when that is exact (Spark need not re-check it)."""
-        column = f.attribute[0] if len(f.attribute) == 1 else None
+        # The column path: every filter has one but Not (`partition <> 1`), left to Spark.
+        path: tuple[str, ...] | None = getattr(f, "attribute", None)
+        column = path[0] if path is not None and len(path) == 1 else None
         values = _values(f)
         if column in ("topic", "partition", "broker") and values is not None:
             if column == "topic" and all(isinstance(v, str) for v in values):
@@ -251,7 +254,7 @@ class PushdownReader(TributaryReader):
             yield f
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -265,6 +265,7 @@ def _safe_array(values: list, type_: pa.DataType) -> pa.Array:
         return pa.array(values, type_)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         pass
+    cleaned: list[object]
     if pa.types.is_binary(type_):
         cleaned = [v if isinstance(v, bytes | bytearray) else None for v in values]
     elif pa.types.is_string(type_):
@@ -540,6 +541,7 @@ def read_slice_records(
     undecoded (see `RecordColumns`)."""
     columns = RecordColumns(segment, offset_range=offset_range, min_timestamp=min_timestamp)
     batches = iter_slice_batches(segment, verify_crc=verify_crc)
+    done = False
     while True:
         with _gc_paused():  # never across a yield: only while this chunk is decoded
             for batch in batches:
@@ -547,11 +549,11 @@ def read_slice_records(
                 if len(columns) >= ROWS_PER_ARROW_BATCH:
                     break
             else:
-                batches = None
+                done = True
             chunk = columns.take() if len(columns) else None
         if chunk is not None:
             yield chunk
-        if batches is None:
+        if done:
             return
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "BROKER_KINDS",
@@ -50,6 +51,11 @@ __all__ = [
     "partition_counts",
     "partition_states",
 ]
+
+# An event row: a dict of the event table's columns (`spark.schemas`: ints, strings,
+# arrays of ints, or None), as `Row.asDict()` gives it (typed `Dict[str, Any]` by pyspark)
+# or a parsed JSON line.
+EventRow = Mapping[str, Any]
 
 BROKER_KINDS = ("became_leader", "isr_shrink", "isr_expand", "session_lost")
 CONTROLLER_KINDS = (
@@ -231,12 +237,12 @@ def format_duration(ms: int | None) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def _int(value: object) -> int | None:
-    return None if value is None else int(value)  # type: ignore[call-overload]
+def _int(value: int | None) -> int | None:
+    return None if value is None else int(value)
 
 
-def _ints(value: object) -> list[int]:
-    return [int(v) for v in value] if value is not None else []  # type: ignore[union-attr]
+def _ints(value: Iterable[int] | None) -> list[int]:
+    return [int(v) for v in value] if value is not None else []
 
 
 class _Replay:
@@ -496,8 +502,8 @@ _RANK = {
 
 
 def failure_timeline(
-    broker_rows: Iterable[Mapping[str, object]],
-    controller_rows: Iterable[Mapping[str, object]],
+    broker_rows: Iterable[EventRow],
+    controller_rows: Iterable[EventRow],
     end_ts: int | None = None,
 ) -> FailureTimeline:
     """Replay the event rows into spans, markers and incidents (see the module doc).
@@ -505,12 +511,12 @@ def failure_timeline(
     `end_ts` (the last moment anything was observed, e.g. a metrics snapshot) closes
     what is still open; by default the last event's time.
     """
-    rows: list[tuple[int, int, str, Mapping[str, object]]] = []
+    rows: list[tuple[int, int, str, EventRow]] = []
     for source, kinds in (("broker", BROKER_KINDS), ("controller", CONTROLLER_KINDS)):
         for row in broker_rows if source == "broker" else controller_rows:
             kind = row.get("event")
-            if kind in kinds and row.get("ts") is not None:
-                rows.append((int(row["ts"]), _RANK[kind], f"{source}:{kind}", row))  # type: ignore[call-overload]
+            if isinstance(kind, str) and kind in kinds and row.get("ts") is not None:
+                rows.append((int(row["ts"]), _RANK[kind], f"{source}:{kind}", row))
     rows.sort(key=lambda r: (r[0], r[1]))
     if not rows:
         return FailureTimeline(None, end_ts)
@@ -542,7 +548,7 @@ def failure_timeline(
     )
 
 
-def _apply(replay: _Replay, ts: int, tag: str, row: Mapping[str, object]) -> None:
+def _apply(replay: _Replay, ts: int, tag: str, row: EventRow) -> None:
     source, kind = tag.split(":")
     if source == "controller":
         controller = _int(row.get("controller"))
@@ -560,7 +566,7 @@ def _apply(replay: _Replay, ts: int, tag: str, row: Mapping[str, object]) -> Non
         elif kind == "broker_bounced" and broker is not None:
             replay.markers.append(Marker(ts, "broker_bounced", f"broker {broker} bounced"))
         elif kind in ("leader_change", "isr_change") and row.get("topic") is not None:
-            tp = (str(row["topic"]), int(row["partition"]))  # type: ignore[call-overload]
+            tp = (str(row["topic"]), int(row["partition"]))
             leader = _int(row.get("new_leader"))
             if kind == "leader_change" and row.get("old_leader") is not None:
                 label = f"{tp[0]}-{tp[1]} leader {row.get('old_leader')} -> {leader}"
@@ -579,7 +585,7 @@ def _apply(replay: _Replay, ts: int, tag: str, row: Mapping[str, object]) -> Non
         return
     if row.get("topic") is None or row.get("partition") is None:
         return
-    tp = (str(row["topic"]), int(row["partition"]))  # type: ignore[call-overload]
+    tp = (str(row["topic"]), int(row["partition"]))
     replicas = _ints(row.get("replicas"))
     if kind == "became_leader":
         isr = _ints(row.get("isr")) if row.get("isr") is not None else None

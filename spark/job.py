@@ -44,6 +44,10 @@ import os  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from spark.incidents import FailureTimeline
 
 __all__ = [
     "TABLES",
@@ -103,7 +107,7 @@ class JobResult:
     summary: dict[str, object] = field(default_factory=dict)
     audit_status: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
-    timeline: object = None  # spark.incidents.FailureTimeline
+    timeline: FailureTimeline | None = None
     bucket_ms: int = 0  # the throughput tables' bucket width
     plots: dict = field(default_factory=dict)  # name -> spark.report.Plot, as drawn
 
@@ -215,7 +219,7 @@ def run(
         run_start = min(known) if known else None
         run_end = max(known) if known else None
         bucket_ms = throughput.choose_bucket_ms(
-            run_end - run_start if run_start is not None else None
+            run_end - run_start if run_start is not None and run_end is not None else None
         )
         buckets = throughput.per_bucket(unique, bucket_ms)
         save("throughput", buckets)

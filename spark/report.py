@@ -247,14 +247,14 @@ def _marker_legend(ax, timeline: FailureTimeline) -> list:
 
 
 def _timeline_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0):
-    if timeline.start_ts is None or not (timeline.spans or timeline.markers):
+    end = timeline.end_ts  # set whenever start_ts is
+    if timeline.start_ts is None or end is None or not (timeline.spans or timeline.markers):
         return None
     plt = _pyplot()
     from matplotlib.patches import Patch
 
     lanes = timeline.lanes()
     fig, ax = plt.subplots(figsize=(12, 1.2 + 0.45 * max(len(lanes), 1)))
-    end = timeline.end_ts
     for row, lane in enumerate(lanes):
         for span in (s for s in timeline.spans if s.lane == lane):
             stop = span.end_ts if span.end_ts is not None else end
@@ -368,7 +368,7 @@ def _brokers_figure(timeline: FailureTimeline, frame: pd.DataFrame, bucket_ms: i
 
 def _isr_heatmap_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0):
     names, edges, matrix = partition_states(timeline)
-    if not names:
+    if not names or timeline.start_ts is None:  # (no names without a start)
         return None
     plt = _pyplot()
     import matplotlib.dates as mdates

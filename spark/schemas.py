@@ -19,6 +19,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-def _struct(*fields: tuple[str, object]) -> StructType:
+def _struct(*fields: tuple[str, DataType]) -> StructType:
     return StructType([StructField(name, type_, True) for name, type_ in fields])
 
 
@@ -142,21 +143,19 @@ _PURGATORY_GAUGE = ArrayType(
     _struct(("delayed_operation", StringType()), ("value", DoubleType())), True
 )
 _REQUEST_COUNTER = ArrayType(_struct(("request", StringType()), ("value", DoubleType())), True)
-_LATENCY_HISTOGRAM = ArrayType(
-    _struct(
-        ("request", StringType()),
-        ("count", LongType()),
-        ("sum", DoubleType()),
-        ("p50", DoubleType()),
-        ("p99", DoubleType()),
-        ("le", ArrayType(DoubleType(), True)),  # bucket upper bounds, seconds
-        ("buckets", ArrayType(LongType(), True)),  # per-bucket counts, cumulative over time
-    ),
-    True,
+_LATENCY = _struct(
+    ("request", StringType()),
+    ("count", LongType()),
+    ("sum", DoubleType()),
+    ("p50", DoubleType()),
+    ("p99", DoubleType()),
+    ("le", ArrayType(DoubleType(), True)),  # bucket upper bounds, seconds
+    ("buckets", ArrayType(LongType(), True)),  # per-bucket counts, cumulative over time
 )
+_LATENCY_HISTOGRAM = ArrayType(_LATENCY, True)
 
 _FETCH_WAIT_HISTOGRAM = ArrayType(
-    StructType([*_LATENCY_HISTOGRAM.elementType.fields, StructField("fetcher", StringType())]),
+    StructType([*_LATENCY.fields, StructField("fetcher", StringType())]),
     True,
 )
 

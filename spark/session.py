@@ -105,7 +105,8 @@ def build_session(
     if quiet:
         session.sparkContext.setLogLevel("ERROR")
     effective_master = session.sparkContext.master
-    if not effective_master.startswith("local"):
+    # pyspark types `master` Optional; a running context has one (it refuses to start without).
+    if not effective_master.startswith("local"):  # type: ignore[union-attr]
         ship_project_code(session)
     register(session)
     return session

@@ -43,7 +43,7 @@ from client.protocol.consumer_protocol import (
     decode_assignment,
 )
 from client.protocol.errors import ErrorCode, TributaryError
-from client.protocol.types import TopicPartition
+from client.protocol.types import PartitionKey, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class GroupAdmin(AdminBase):
         return out
 
     async def alter_group_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition | tuple[str, int], int]
+        self, group_id: str, offsets: Mapping[PartitionKey, int]
     ) -> None:
         """Set the group's committed offsets (the group must be Empty: no members);
         raises `GroupOffsetsError` naming the failed partitions."""

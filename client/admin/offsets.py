@@ -20,7 +20,7 @@ from client.list_offsets import list_offsets_from
 from client.metadata import ClusterView, UnknownTopicError
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError
-from client.protocol.types import TopicPartition
+from client.protocol.types import PartitionKey, TopicPartition
 
 # ListOffsets answers that mean "the leader we asked is stale: refresh and retry".
 _STALE_LEADER = frozenset(
@@ -97,7 +97,7 @@ class OffsetAdmin(AdminBase):
 
     async def delete_records(
         self,
-        offsets: Mapping[TopicPartition | tuple[str, int], int],
+        offsets: Mapping[PartitionKey, int],
         *,
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, int | TributaryError]:

@@ -195,5 +195,12 @@ def _decode_batches(
 
 def _at_or_after(columns: RecordColumns, position: int) -> RecordColumns:
     """The records of `columns` at or after offset `position`."""
-    keep = [offset >= position for offset in columns.offsets]
-    return RecordColumns(*(list(compress(column, keep)) for column in columns))
+    offsets, timestamps, keys, values, headers = columns
+    keep = [offset >= position for offset in offsets]
+    return RecordColumns(
+        list(compress(offsets, keep)),
+        list(compress(timestamps, keep)),
+        list(compress(keys, keep)),
+        list(compress(values, keep)),
+        list(compress(headers, keep)),
+    )

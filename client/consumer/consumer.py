@@ -39,7 +39,7 @@ builds one. Timings use `trio.current_time()` (MockClock in tests).
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from itertools import chain
 from typing import Any
@@ -325,8 +325,8 @@ class Consumer:
 
     def _apply_committed(
         self,
-        wanted: dict[TopicPartition, int],
-        found: dict[TopicPartition, CommittedOffset] | None,
+        wanted: Mapping[TopicPartition, int],
+        found: Mapping[TopicPartition, CommittedOffset] | None,
         error: TributaryError | None,
     ) -> None:
         self.subscriptions.apply_committed(wanted, found, error)

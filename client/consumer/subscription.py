@@ -24,7 +24,7 @@ committed offsets the group coordinator looked up (`apply_committed`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from client.consumer.batch import ConsumerBatch
 from client.consumer.errors import ConsumerStateError, NoOffsetForPartitionError
@@ -226,8 +226,8 @@ class SubscriptionState:
 
     def apply_committed(
         self,
-        wanted: dict[TopicPartition, int],
-        found: dict[TopicPartition, CommittedOffset] | None,
+        wanted: Mapping[TopicPartition, int],
+        found: Mapping[TopicPartition, CommittedOffset] | None,
         error: TributaryError | None,
     ) -> None:
         """Start the partitions of `wanted` (from `awaiting_committed`) at the committed

@@ -11,11 +11,19 @@ False where the producer has already retried for as long as it may.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from client.protocol.errors import ErrorCode, TributaryError
+
+if TYPE_CHECKING:
+    from client.producer.batch import DeliveryHandles
 
 
 class ProducerClosedError(RuntimeError):
     """`send()` after `aclose()`, or records abandoned by a cancelled close."""
+
+    # From `send_many()`: the handles of the records it queued before the error.
+    queued: DeliveryHandles | None = None
 
 
 class DeliveryTimeoutError(TributaryError):
@@ -39,6 +47,9 @@ class RecordTooLargeError(TributaryError):
 
 class ProducerTimeoutError(TributaryError):
     """`send()` could not get metadata or buffer memory within `max_block_ms`."""
+
+    # From `send_many()`: the handles of the records it queued before the error.
+    queued: DeliveryHandles | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)

@@ -72,7 +72,6 @@ from client.producer.record_columns import (
     to_bytes,
 )
 from client.producer.sender import Sender, SenderConfig
-from client.protocol.errors import TributaryError
 from client.protocol.records import BATCH_OVERHEAD, Codec
 from client.protocol.types import TopicPartition
 
@@ -276,8 +275,8 @@ class Producer:
                 await self._append_each(topic, num_partitions, columns, handles)
             else:
                 await self._append_runs(topic, num_partitions, partition, columns, handles)
-        except (TributaryError, ProducerClosedError) as exc:
-            exc.queued = handles  # type: ignore[attr-defined]
+        except (ProducerTimeoutError, ProducerClosedError) as exc:  # waiting for memory
+            exc.queued = handles
             raise
         return handles
 
@@ -396,7 +395,10 @@ class Producer:
             size = columns.size(start, start + 1)
             if acc.used_bytes + size > self.buffer_memory:
                 await self._wait_for_memory(size)
-            chosen = self._partition(topic, num_partitions, None) if sticky else partition
+            if partition is None:  # sticky
+                chosen = self._partition(topic, num_partitions, None)
+            else:
+                chosen = partition
             batch = self._batch_for(topic, chosen, size, num_partitions, sticky)
             limit = min(batch_size - batch.size, self.buffer_memory - acc.used_bytes)
             stop = start + max(1, columns.fit(start, limit))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import add
-from typing import Protocol
+from typing import Protocol, cast
 
 # Estimated bytes a record costs in a batch beyond its key, value and headers (msgpack
 # array, offset and timestamp deltas): used for batch_size and buffer_memory accounting.
@@ -76,8 +76,8 @@ class RecordColumns:
 
     def __init__(
         self,
-        values: list[bytes | None],
-        keys: list[bytes | None] | None,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
         headers: list[Headers] | None,
         timestamps: list[int] | None,
         timestamp: int,
@@ -104,7 +104,7 @@ class RecordColumns:
         values', TypeError for a key or value that is not bytes, str or None."""
         value_list, lengths = _bytes_column(values)
         count = len(value_list)
-        key_list = None
+        key_list: Sequence[bytes | None] | None = None
         if keys is not None:
             key_list, key_lengths = _bytes_column(_same_length(keys, count, "keys"))
             if any(key is not None for key in key_list):
@@ -169,14 +169,17 @@ class RecordColumns:
         )
 
 
-def _bytes_column(items: Sequence[bytes | str | None]) -> tuple[list[bytes | None], list[int]]:
+def _bytes_column(
+    items: Sequence[bytes | str | None],
+) -> tuple[Sequence[bytes | None], list[int]]:
     """`items` as a new list of bytes or None, and their lengths (0 for None); without a
     Python loop when all are bytes."""
     out = list(items)
     if set(map(type, out)) <= {bytes}:
-        return out, list(map(len, out))
-    out = [to_bytes(item) for item in out]
-    return out, [len(item) if item is not None else 0 for item in out]
+        column = cast("list[bytes]", out)  # what the set of the items' types just said
+        return column, list(map(len, column))
+    converted = [to_bytes(item) for item in out]
+    return converted, [len(item) if item is not None else 0 for item in converted]
 
 
 def _same_length(column: Sequence, count: int, name: str) -> list:

@@ -57,8 +57,8 @@ class ApiSpec:
 
     api_key: ApiKey
     version: int
-    request_type: type
-    response_type: type
+    request_type: type[object]
+    response_type: type[object]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

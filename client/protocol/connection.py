@@ -202,7 +202,7 @@ class ClientConnection:
             self._in_flight.append(_InFlight(correlation_id, api_key, version))
         return correlation_id, frame
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._frames.feed(data)
 
     def missing_bytes(self) -> int:

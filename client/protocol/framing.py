@@ -22,6 +22,7 @@ server has reserved the frame's memory by then.
 from __future__ import annotations
 
 import struct
+from typing import final
 
 from client.protocol.errors import FrameTooLargeError
 
@@ -43,10 +44,11 @@ _SMALL_FRAME_BYTES = 4096
 LARGE_FRAME_BYTES = 256 * 1024
 
 
-class FrameParts(list):
+@final
+class FrameParts(list[bytes | bytearray | memoryview]):
     """A frame as the buffers to send one after the other (its length prefix first), so
     that big record batches go to the socket as they are instead of being copied into
-    one contiguous frame."""
+    one contiguous frame. (Final: code tells it from a plain frame by `type(x) is`.)"""
 
     @property
     def nbytes(self) -> int:
@@ -89,14 +91,15 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._assemble_large and self._large is None:
             self._start_large_frame()
-        if self._large_missing:
+        large = self._large
+        if large is not None and self._large_missing:
             take = min(len(data), self._large_missing)
             self._large_missing -= take
             if take == len(data):
-                self._large.append(data if type(data) is bytes else bytes(data))
+                large.append(data if type(data) is bytes else bytes(data))
                 return
             with memoryview(data) as view:
-                self._large.append(view[:take].tobytes())
+                large.append(view[:take].tobytes())
                 self._buffer += view[take:]
             return
         self._buffer += data

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 
 class TopicPartition(NamedTuple):
@@ -11,6 +11,12 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+# The key of a mapping from partitions that the public APIs take: TopicPartitions or plain
+# (topic, partition) tuples. A type variable because a Mapping's key type is invariant:
+# Mapping[tuple[str, int], int] would refuse a dict keyed by TopicPartition.
+PartitionKey = TypeVar("PartitionKey", bound=tuple[str, int])
 
 
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's limit: leaves room for "-<partition>" in a 255-byte name

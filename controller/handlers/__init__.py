@@ -24,10 +24,18 @@ exception makes the server resign and compete again with a fresh context.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from controller import events as ev
+from controller.active import ActiveController
 from controller.handlers import brokers, deletion, elections, isr, reassignment, topics
 
-HANDLERS = {
+# A handler takes an event of the type it is registered for (hence Any: one table
+# holds handlers of different event types).
+Handler = Callable[[ActiveController, Any], Awaitable[None]]
+
+HANDLERS: dict[type, Handler] = {
     ev.BrokerChange: brokers.on_broker_change,
     ev.TopicChange: topics.on_topic_change,
     ev.PartitionModifications: topics.on_partition_modifications,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 
 from client.protocol.types import TopicPartition
 from controller.active import ActiveController
@@ -69,7 +70,7 @@ async def on_leader_step_down(active: ActiveController, event: object = None) ->
                 ctx.states[tp] = state
         applied = await active.apply_changes(
             step_down_elections(ctx, broker_id, known),
-            redo=lambda retry, b=broker_id: step_down_elections(ctx, b, retry),
+            redo=partial(step_down_elections, ctx, broker_id),
         )
         log.info(
             "leader step-down asked by broker %d for %d partition(s): %d moved",

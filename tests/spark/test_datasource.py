@@ -290,6 +290,7 @@ def test_pushed_down_filters_give_the_same_rows_and_narrow_the_plan(spark, clust
         (F.col("offset") > 3) & (F.col("offset") <= middle),
         (F.col("time") >= F.lit(since)) & (F.col("timestamp") < synthetic.T0 + 9_000),
         F.col("topic") == "nope",
+        F.col("partition") != 1,  # reaches the reader as Not(EqualTo(...))
     ]
     columns = ["broker", "topic", "partition", "offset", "timestamp", "key", "value"]
     for condition in cases:
@@ -324,3 +325,17 @@ def test_pushed_down_filters_give_the_same_rows_and_narrow_the_plan(spark, clust
     assert {(p.broker, p.topic, p.partition) for p in planned} == {(1, "orders", 0)}
     assert [p.segment_base_offset for p in planned] == [last_base]  # earlier ones left out
     assert len(planned) < len([p for p in whole if (p.broker, p.partition) == (1, 0)])
+
+
+def test_a_negated_filter_is_left_to_spark(tmp_path):
+    """`partition <> 1` reaches the reader as `Not(EqualTo(...))`, a filter with no
+    `attribute` (mypy found `_push` reading one from every filter): it narrows nothing
+    and is handed back for Spark to apply."""
+    from pyspark.sql.datasource import EqualTo, Not
+
+    from spark.datasource import PushdownReader
+
+    reader = PushdownReader({"path": str(tmp_path), "pushdown": "true"})
+    not_one = Not(EqualTo(("partition",), 1))
+    assert list(reader.pushFilters([not_one])) == [not_one]
+    assert reader.partition_ids is None

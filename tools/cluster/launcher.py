@@ -299,6 +299,8 @@ class LocalCluster:
             server.start(detach=True)
             info.pid = server.pid
             return
+        if info.config_path is None:
+            raise LauncherError(f"{info.name} has no config file in the cluster state")
         log_path = Path(info.log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         module = "broker" if info.role == "broker" else "controller"
@@ -329,7 +331,7 @@ class LocalCluster:
         state = self._require_state()
         watched = list(state.processes if started is None else started)
         deadline = time.monotonic() + timeout_s
-        zk_info = state.zookeeper()
+        zk_info = self.process("zookeeper")
         while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
             if time.monotonic() > deadline:
                 raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
@@ -405,9 +407,7 @@ class LocalCluster:
     def stop(self, name: str, timeout_s: float = STOP_TIMEOUT_S) -> ProcessInfo:
         """SIGTERM (a broker's controlled shutdown) and wait; SIGKILL if it hangs."""
         info = self.send_signal(name, signal.SIGTERM)
-        if not self._wait_exit(info, timeout_s):
-            os.kill(info.pid, signal.SIGKILL)
-            self._wait_exit(info, 5)
+        self._wait_or_kill(info, timeout_s)
         return info
 
     def start(self, name: str, timeout_s: float = 60.0) -> ProcessInfo:
@@ -416,7 +416,7 @@ class LocalCluster:
             raise LauncherError(f"{info.name} is already running (pid {info.pid})")
         self._write_config(info)
         self._start_process(info)
-        self.state.save()
+        self._require_state().save()
         self.wait_ready(timeout_s, require_controller=False, started=[info])
         return info
 
@@ -438,14 +438,14 @@ class LocalCluster:
         stopped: list[str] = []
         zookeeper = self.state.zookeeper()
         for group in (self.state.brokers(), self.state.controllers(), [zookeeper]):
-            group = [p for p in group if p is not None and process_alive(p.pid)]
-            for info in group:
-                if _pid_state(info.pid) == "paused":
-                    os.kill(info.pid, signal.SIGCONT)  # a stopped process cannot exit
-                os.kill(info.pid, signal.SIGTERM)
+            running = [(p, p.pid) for p in group if p is not None and process_alive(p.pid)]
+            for info, pid in running:
+                if _pid_state(pid) == "paused":
+                    os.kill(pid, signal.SIGCONT)  # a stopped process cannot exit
+                os.kill(pid, signal.SIGTERM)
                 stopped.append(info.name)
             deadline = time.monotonic() + timeout_s
-            for info in group:
+            for info, _ in running:
                 self._wait_or_kill(info, max(0.0, deadline - time.monotonic()))
         for info in self.state.processes:
             info.pid = None
@@ -483,7 +483,7 @@ class LocalCluster:
             "offline_partitions": [],
             "leaders": {},
         }
-        zk = state.zookeeper()
+        zk = self.process("zookeeper")
         if four_letter_word("127.0.0.1", zk.port, "ruok", timeout=0.5) != "imok":
             result["zookeeper_state"] = "down"
             return result

@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = ".tributary"
@@ -92,7 +93,8 @@ def cluster_dir(explicit: str | None = None) -> Path:
     return Path(explicit or os.environ.get("TRIBUTARY_CLUSTER_DIR") or DEFAULT_DIR).resolve()
 
 
-def process_alive(pid: int | None) -> bool:
+def process_alive(pid: int | None) -> TypeGuard[int]:
+    """Whether `pid` is a live process (so True also says it is a pid, not None)."""
     if not pid:
         return False
     try:

@@ -415,7 +415,7 @@ def _partition_events(old: ClusterSnapshot, new: ClusterSnapshot, at: int) -> li
                 p.name,
                 f"ISR expand {_ids(o.isr)} -> {_ids(p.isr)} ({_ids(joined)} in)",
             )
-    events = []
+    events: list[WatchEvent] = []
     for (kind, severity, headline), items in groups.items():
         if len(items) <= MAX_DETAILED_PER_GROUP:
             events.extend(

@@ -81,8 +81,8 @@ def register(subparsers) -> None:
     try:
         from tools.commands.watch import register_watch
     except ImportError:
-        register_watch = None
-    if register_watch is not None:
+        pass
+    else:
         register_watch(sub)
 
 

@@ -49,14 +49,11 @@ def parse_offset_json(text: str) -> dict[TopicPartition, int]:
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise CliError(f"--offset-json-file: partitions[{index}] is not an object", 2)
-        topic, partition, offset = entry.get("topic"), entry.get("partition"), entry.get("offset")
+        topic = entry.get("topic")
         if not isinstance(topic, str) or not topic:
             raise CliError(f'--offset-json-file: partitions[{index}] needs a "topic" string', 2)
-        for name, value in (("partition", partition), ("offset", offset)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise CliError(
-                    f"--offset-json-file: partitions[{index}] needs an integer {name!r}", 2
-                )
+        partition = _integer(entry, "partition", index)
+        offset = _integer(entry, "offset", index)
         if partition < 0 or offset < -1:
             raise CliError(
                 f"--offset-json-file: partitions[{index}]: partition must be >= 0 and offset "
@@ -74,6 +71,13 @@ def parse_offset_json(text: str) -> dict[TopicPartition, int]:
     if not offsets:
         raise CliError("--offset-json-file: no partitions listed", 2)
     return offsets
+
+
+def _integer(entry: dict, name: str, index: int) -> int:
+    value = entry.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise CliError(f"--offset-json-file: partitions[{index}] needs an integer {name!r}", 2)
+    return value
 
 
 def _delete_records(args: argparse.Namespace) -> int:

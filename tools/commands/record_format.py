@@ -116,19 +116,20 @@ class RecordFormatter:
             return b""
         separator = self.line_separator
         try:
-            joined = separator.join(values)
+            # A null value raises TypeError: cheaper than looking for one first.
+            joined = separator.join(values)  # type: ignore[arg-type]
         except TypeError:  # a null value
             joined = None
         if joined is None or not (self.format == "raw" or joined.isascii()):
             null = self.null
             if self.format == "raw":
-                values = [null if v is None else v for v in values]
+                rendered = [null if v is None else v for v in values]
             else:
-                values = [
+                rendered = [
                     null if v is None else v if v.isascii() else self._bytes(v, True)
                     for v in values
                 ]
-            joined = separator.join(values)
+            joined = separator.join(rendered)
         return joined + separator
 
     def render(self, record: Any) -> bytes:

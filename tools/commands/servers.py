@@ -14,8 +14,8 @@ def register(subparsers) -> None:
     try:
         from controller.__main__ import add_arguments as controller_arguments
     except ImportError:  # the controller package is optional until it exists
-        controller_arguments = None
-    if controller_arguments is not None:
+        pass
+    else:
         controller_arguments(controller)
     controller.set_defaults(handler=_run_controller)
 

@@ -32,7 +32,7 @@ from client.protocol.records.header import (
 from client.protocol.records.types import CorruptRecordError, InvalidRecordError
 
 
-def _gzip_compress(data: bytes) -> bytes:
+def _gzip_compress(data: bytes | memoryview) -> bytes:
     compressor = zlib.compressobj(wbits=31)  # 31 = gzip container, as Kafka's GZIP codec
     return compressor.compress(data) + compressor.flush()
 
@@ -41,7 +41,7 @@ def _gzip_decompress(data: bytes | memoryview) -> bytes:
     return zlib.decompress(data, wbits=47)  # 47 = accept a gzip or zlib container
 
 
-def _zstd_compress(data: bytes) -> bytes:
+def _zstd_compress(data: bytes | memoryview) -> bytes:
     import zstandard
 
     return zstandard.ZstdCompressor().compress(data)
@@ -54,7 +54,7 @@ def _zstd_decompress(data: bytes | memoryview) -> bytes:
     return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
 
 
-def _lz4_compress(data: bytes) -> bytes:
+def _lz4_compress(data: bytes | memoryview) -> bytes:
     import lz4.frame
 
     return lz4.frame.compress(data)
@@ -75,7 +75,7 @@ def snappy_raw(data: bytes | memoryview, *, compress: bool) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(data))
 
 
-def _snappy_compress(data: bytes) -> bytes:
+def _snappy_compress(data: bytes | memoryview) -> bytes:
     # Raw snappy, as librdkafka writes it; Kafka's Java client reads it as well as its own
     # xerial framing.
     return snappy_raw(data, compress=True)
@@ -114,7 +114,7 @@ def xerial_compress(data: bytes | memoryview, block_size: int = 32 * 1024) -> by
     return b"".join(parts)
 
 
-COMPRESS: dict[int, Callable[[bytes], bytes]] = {
+COMPRESS: dict[int, Callable[[bytes | memoryview], bytes]] = {
     Codec.NONE: bytes,
     Codec.GZIP: _gzip_compress,
     Codec.SNAPPY: _snappy_compress,

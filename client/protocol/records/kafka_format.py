@@ -266,18 +266,18 @@ def build_kafka_batch(
     records = list(records)
     if not records:
         raise ValueError("a record batch needs at least one record")
-    codec = known_codec(codec)
+    codec_id = known_codec(codec)
     base_timestamp = records[0].timestamp_ms
     entries = [
         (delta, r.timestamp_ms - base_timestamp, r.key, r.value, r.headers)
         for delta, r in enumerate(records)
     ]
-    if codec == Codec.SNAPPY and xerial_snappy:
+    if codec_id == Codec.SNAPPY and xerial_snappy:
         section, _ = encode_kafka_payload(entries, Codec.NONE)
         payload = xerial_compress(section)
     else:
-        payload, _ = encode_kafka_payload(entries, codec)
-    attributes = codec | (TIMESTAMP_TYPE_BIT if timestamp_type else 0)
+        payload, _ = encode_kafka_payload(entries, codec_id)
+    attributes = codec_id | (TIMESTAMP_TYPE_BIT if timestamp_type else 0)
     attributes |= (ATTR_TRANSACTIONAL if transactional else 0) | (ATTR_CONTROL if control else 0)
     return pack_batch(
         payload,

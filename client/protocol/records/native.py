@@ -27,6 +27,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Sequence
 from itertools import repeat
+from typing import overload
 
 import msgpack
 
@@ -117,7 +118,7 @@ def build_column_batch(
         raise ValueError("a record batch needs at least one record")
     if not len(keys) == len(timestamps) == len(headers) == count:
         raise ValueError("every column of a record batch needs one entry per record")
-    codec = known_codec(codec)
+    codec_id = known_codec(codec)
     base_timestamp = timestamps[0]
     max_timestamp = max(timestamps)
     if max_timestamp == base_timestamp == min(timestamps):
@@ -126,10 +127,10 @@ def build_column_batch(
         deltas = [timestamp - base_timestamp for timestamp in timestamps]
     entries = list(zip(range(count), deltas, keys, values, headers, strict=True))
     return pack_batch(
-        COMPRESS[codec](_pack_entries(entries)),
+        COMPRESS[codec_id](_pack_entries(entries)),
         base_offset=base_offset,
         leader_epoch=leader_epoch,
-        attributes=ATTR_MSGPACK_PAYLOAD | codec | (TIMESTAMP_TYPE_BIT if timestamp_type else 0),
+        attributes=ATTR_MSGPACK_PAYLOAD | codec_id | (TIMESTAMP_TYPE_BIT if timestamp_type else 0),
         last_offset_delta=count - 1,
         base_timestamp=base_timestamp,
         max_timestamp=max_timestamp,
@@ -173,7 +174,13 @@ def msgpack_entry_tuples(view: memoryview, header: BatchHeader) -> tuple:
     return _unpack_entries(view, header, tuple)
 
 
-def _unpack_entries(view: memoryview, header: BatchHeader, kind: type) -> list | tuple:
+@overload
+def _unpack_entries(view: memoryview, header: BatchHeader, kind: type[list]) -> list: ...
+@overload
+def _unpack_entries(view: memoryview, header: BatchHeader, kind: type[tuple]) -> tuple: ...
+def _unpack_entries(
+    view: memoryview, header: BatchHeader, kind: type[list] | type[tuple]
+) -> list | tuple:
     payload = decompress(view, header)
     try:
         entries = msgpack.unpackb(payload, raw=False, use_list=kind is list)

@@ -181,9 +181,9 @@ def reset_offsets_command(args: argparse.Namespace) -> int:
                 lookup = LogOffsets(consumer)
                 earliest = await lookup.earliest(partitions)
                 latest = await lookup.latest(partitions)
-                at_time = (
-                    await lookup.at_time(partitions, value) if scenario == "to-datetime" else None
-                )
+                at_time = None
+                if scenario == "to-datetime" and value is not None:  # value: the time
+                    at_time = await lookup.at_time(partitions, value)
             if at_time is not None:
                 for tp in sorted(tp for tp in partitions if at_time.get(tp) is None):
                     print(
