@@ -15,8 +15,16 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+# The whole suite, independent tests in parallel (pytest-xdist): each worker takes a whole
+# test module at a time, longest first (tests/conftest.py). Real-process tests mostly
+# wait, so there are more workers than cores.
+TEST_WORKERS ?= 4
+test: setup lint typecheck
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+# The inner loop: unit and simulation tests, no ZooKeeper or server processes.
+test-fast: setup lint typecheck
+	$(PY) -m pytest -n 2 --dist loadscope -m "not integration" tests/unit tests/sim $(PYTEST_ARGS)
 
 run: setup
 	@scripts/demo.sh
