@@ -3,6 +3,9 @@
 Every command is a function taking the parsed arguments and returning an exit code.
 `main` turns any `CliError` (and any other failure) into one clear line on stderr and a
 non-zero exit: users never see a traceback for bad input or an unreachable broker.
+The command modules (and the client library they use) are imported inside `main`, so a
+Ctrl-C while they load exits with 130 like a Ctrl-C at any later point, not with a
+traceback from the middle of an import.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import sys
 
 from client import __version__
 from tools.commands import COMMAND_MODULES
-from tools.commands.common import add_request_timeout_option
 from tools.errors import CliError
 
 
@@ -24,6 +26,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: imports every command module."""
+    from tools.commands.common import add_request_timeout_option
+
     parser = _Parser(
         prog="tributary",
         description="Tributary: a replicated, partitioned commit-log broker (Kafka-style).",

@@ -331,3 +331,32 @@ def test_the_installed_command_never_prints_a_traceback(runner):
     result = cli("produce", "t", "--bootstrap-server", runner.cluster.bootstrap, stdin="a\nb\n")
     assert result.returncode == 0, result.stderr
     assert runner.call(runner.cluster.values, TopicPartition("t", 0)) == [b"a", b"b"]
+
+
+def test_ctrl_c_while_the_commands_load_exits_130_without_a_traceback(monkeypatch, capsys):
+    """The command modules load inside `main` (the slow part of starting the CLI on a busy
+    machine): a Ctrl-C there is answered like one during a command."""
+    import importlib
+
+    real_import = importlib.import_module
+
+    def interrupted(name, *args):
+        if name.startswith("tools.commands."):
+            raise KeyboardInterrupt
+        return real_import(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    assert main(["topics", "list"]) == 130
+    assert capsys.readouterr().err == ""
+
+
+def test_loading_the_entry_point_loads_no_command_or_client_library():
+    """Everything slow to import loads inside `main`'s handlers, not before them."""
+    probe = (
+        "import sys, tools.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('trio', 'kazoo') "
+        "or m.startswith(('client.', 'tools.commands.'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
