@@ -18,11 +18,21 @@ way pytest 9 no longer sees.)
 
 from __future__ import annotations
 
+import signal
 import uuid
 
 import pytest
 
 from tools.cluster.zookeeper import ZooKeeperServer
+
+
+def pytest_configure(config):
+    # A non-interactive shell starts a background job (`make test &`) with SIGINT
+    # ignored, and every process started from it inherits that: the tests that Ctrl-C a
+    # command would then wait for a command that cannot hear them. Tests start their
+    # commands as a terminal would, with SIGINT at its default.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
