@@ -11,22 +11,35 @@ group is the test's module, except that the Spark tests (tests/spark/) are one g
 one Spark JVM per run, not one per worker. Groups go out longest first (the
 `EXPECTED_SECONDS` of a module, measured on 2 cores; a module not listed counts as
 short), so the long real-cluster modules start at once and the many short unit modules
-fill the gaps at the end instead of a long module starting last. (xdist's own
+fill the gaps at the end instead of a long module starting last. Each worker picks
+its servers' ports in a range of its own (TRIBUTARY_LISTEN_PORTS), and SIGINT is
+restored to its default if pytest was started with it ignored. (xdist's own
 `loadgroup` would do the grouping from `xdist_group` marks, but it renames node ids in a
 way pytest 9 no longer sees.)
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import uuid
 
 import pytest
 
-from tools.cluster.zookeeper import ZooKeeperServer
+from tools.cluster.zookeeper import LISTEN_PORTS_ENV, ZooKeeperServer, listen_port_range
 
 
 def pytest_configure(config):
+    # Parallel workers each start real clusters and kill and restart their brokers: each
+    # picks listening ports in a range of its own, so none takes a port another worker's
+    # stopped broker will bind again.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is not None and LISTEN_PORTS_ENV not in os.environ:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        ports = listen_port_range()
+        size = len(ports) // count
+        low = ports.start + int(worker.removeprefix("gw")) * size
+        os.environ[LISTEN_PORTS_ENV] = f"{low}-{low + size}"
     # A non-interactive shell starts a background job (`make test &`) with SIGINT
     # ignored, and every process started from it inherits that: the tests that Ctrl-C a
     # command would then wait for a command that cannot hear them. Tests start their

@@ -85,10 +85,14 @@ def test_a_metrics_port_is_named_within_2_s(cluster, capsys):
 
 
 def test_cluster_watch_reports_a_refused_zookeeper_at_once(cluster):
+    # "At once": within a few seconds of what the same command takes against a ZooKeeper
+    # that answers (measured now, so a busy machine's slow start counts on both sides),
+    # not after a connection timeout.
+    *_, answered = cli(cluster, "cluster", "watch", "--once", "--no-groups")
     code, _, err, elapsed = cli(
         cluster, "cluster", "watch", "--once", "--zookeeper", "127.0.0.1:1", check=False
     )
-    assert code == 1 and elapsed < 5, elapsed
+    assert code == 1 and elapsed < answered + 4, (elapsed, answered)
     assert err == "error: cannot read ZooKeeper at 127.0.0.1:1: Connection refused\n"
 
 
@@ -209,29 +213,40 @@ def test_acks_all_to_a_paused_leader_succeeds_after_the_election(cluster):
     wait_until(lambda: len(partition_state(cluster, "moving", 0).isr) == 3, 30, 0.3)
 
 
+def _describe_produce_consume(cluster, topic: str, servers: str) -> dict[str, float]:
+    """Each command's time (a fresh process each) against `servers`, first to last."""
+    timings = {}
+    _, out, _, timings["describe"] = cli(
+        cluster, "topics", "describe", topic, "--bootstrap-server", servers
+    )
+    assert f"Topic: {topic}".encode() in out
+    _, _, _, timings["produce"] = cli(
+        cluster, "produce", topic, "--acks", "all", "--bootstrap-server", servers,
+        stdin=b"".join(b"r%d\n" % i for i in range(6)),
+    )  # fmt: skip
+    _, out, _, timings["consume"] = cli(
+        cluster, "consume", topic, "--from-beginning", "--max-messages", "6",
+        "--timeout-ms", "10000", "--bootstrap-server", servers,
+    )  # fmt: skip
+    assert sorted(out.split()) == sorted(b"r%d" % i for i in range(6))
+    return timings
+
+
 def test_with_the_first_bootstrap_broker_paused_commands_take_seconds(cluster):
-    cli(cluster, "topics", "create", "demo", "--partitions", "3", "--replication-factor", "2")
+    for topic in ("demo", "control"):
+        cli(cluster, "topics", "create", topic, "--partitions", "3", "--replication-factor", "2")
+    # The same commands with every broker answering, measured now: a busy machine's slow
+    # process start then counts on both sides, and the bound is on what the paused broker
+    # adds (the 3 s bootstrap handshake timeout, once, and not the 30 s request timeout).
+    normal = _describe_produce_consume(cluster, "control", bootstrap(cluster, 1))
     cluster.pause("1")
     try:
         connect = cluster.state.zookeeper_connect
         wait_until(lambda: 1 not in read_cluster(connect).brokers, 30, 0.3)
-        servers = bootstrap(cluster, 1)
-        timings = {}
-        _, out, _, timings["describe"] = cli(
-            cluster, "topics", "describe", "demo", "--bootstrap-server", servers
-        )
-        assert b"Topic: demo" in out
-        _, _, _, timings["produce"] = cli(
-            cluster, "produce", "demo", "--acks", "all", "--bootstrap-server", servers,
-            stdin=b"".join(b"r%d\n" % i for i in range(6)),
-        )  # fmt: skip
-        _, out, _, timings["consume"] = cli(
-            cluster, "consume", "demo", "--from-beginning", "--max-messages", "6",
-            "--timeout-ms", "10000", "--bootstrap-server", servers,
-        )  # fmt: skip
-        assert sorted(out.split()) == sorted(b"r%d" % i for i in range(6))
+        timings = _describe_produce_consume(cluster, "demo", bootstrap(cluster, 1))
         print("first bootstrap broker paused:", {k: round(v, 2) for k, v in timings.items()})
-        assert all(t < 5 for t in timings.values()), timings
+        print("every broker answering:", {k: round(v, 2) for k, v in normal.items()})
+        assert all(timings[k] < normal[k] + 4 for k in timings), (timings, normal)
     finally:
         cluster.resume("1")
     wait_until(lambda: 1 in read_cluster(cluster.state.zookeeper_connect).brokers, 30, 0.3)

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import socket
 
-from tools.cluster.zookeeper import LISTEN_PORTS_FROM, _ephemeral_range, free_port
+import pytest
+
+from tools.cluster.zookeeper import (
+    LISTEN_PORTS_ENV,
+    LISTEN_PORTS_FROM,
+    ZooKeeperError,
+    _ephemeral_range,
+    free_port,
+)
 
 
 def test_picked_ports_are_bindable_and_outside_the_ephemeral_range():
@@ -24,3 +32,11 @@ def test_a_port_in_use_is_never_picked():
         held.listen()
         taken = held.getsockname()[1]
         assert all(free_port() != taken for _ in range(2000))
+
+
+def test_a_launcher_can_be_given_a_range_of_its_own(monkeypatch):
+    monkeypatch.setenv(LISTEN_PORTS_ENV, "21000-21200")
+    assert all(21000 <= free_port() < 21200 for _ in range(50))
+    monkeypatch.setenv(LISTEN_PORTS_ENV, "twenty")
+    with pytest.raises(ZooKeeperError, match="expected LOW-HIGH"):
+        free_port()

@@ -39,8 +39,11 @@ def zookeeper_jar() -> Path:
 # Listening ports are picked below the kernel's ephemeral range (where outgoing
 # connections get their local ports), from this port up: a port picked there cannot be
 # taken by some client's connection between the pick and the server's bind, nor while a
-# killed broker is down before it binds the same port again.
+# killed broker is down before it binds the same port again. Launchers that run side by
+# side (parallel test workers) keep apart by each setting its own range in
+# TRIBUTARY_LISTEN_PORTS ("LOW-HIGH", HIGH excluded).
 LISTEN_PORTS_FROM = 10000
+LISTEN_PORTS_ENV = "TRIBUTARY_LISTEN_PORTS"
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -52,13 +55,25 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def listen_port_range() -> range:
+    """Where `free_port` picks: TRIBUTARY_LISTEN_PORTS, else below the ephemeral range."""
+    given = os.environ.get(LISTEN_PORTS_ENV)
+    if given:
+        low, _, high = given.partition("-")
+        try:
+            return range(int(low), int(high))
+        except ValueError:
+            raise ZooKeeperError(f"{LISTEN_PORTS_ENV}={given!r}: expected LOW-HIGH") from None
+    return range(LISTEN_PORTS_FROM, _ephemeral_range()[0])
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago, chosen at random below the ephemeral range
+    """A port that was free a moment ago, chosen at random in `listen_port_range()`
     (falling back to one the kernel picks when that range leaves no room)."""
-    low = _ephemeral_range()[0]
-    if low - LISTEN_PORTS_FROM >= 1000:
+    ports = listen_port_range()
+    if len(ports) >= 100:
         for _ in range(200):
-            port = random.randrange(LISTEN_PORTS_FROM, low)
+            port = random.choice(ports)
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 try:
                     s.bind((host, port))
