@@ -6,7 +6,8 @@ Each module exposes `register(subparsers)` which adds its parsers and sets
 
 - `servers.py`: `broker` and `controller`, a server in the foreground;
 - `cluster.py`: `cluster ...`, a local cluster of real processes; `watch.py` its live
-  view (`cluster watch`);
+  view (`cluster watch`), whose command line is `watch_args.py` (so that `watch.py`
+  loads only when the command runs);
 - `topics.py`, `configs.py`, `partitions.py`, `leaders.py`: topics, their configs,
   reassignments and preferred leader elections (kafka-topics.sh, kafka-configs.sh,
   kafka-reassign-partitions.sh, kafka-leader-election.sh);

@@ -15,6 +15,7 @@ from pathlib import Path
 from server_common.properties import ConfigError, parse_overrides
 from tools.cluster.launcher import LauncherError, LocalCluster
 from tools.cluster.state import cluster_dir
+from tools.commands.watch_args import register_watch
 from tools.errors import CliError
 
 
@@ -78,12 +79,7 @@ def register(subparsers) -> None:
     logs.add_argument("--follow", "-f", action="store_true")
     logs.set_defaults(handler=_logs)
 
-    try:
-        from tools.commands.watch import register_watch
-    except ImportError:
-        pass
-    else:
-        register_watch(sub)
+    register_watch(sub)
 
 
 def _cluster(args, **kwargs) -> LocalCluster:

@@ -21,6 +21,9 @@ listed the section shows "?" with the reason, if one group cannot be described o
 offsets cannot be read only its cells show "?"; the partition view is never held up
 longer than that bound, nor broken.
 
+The command line is tools/commands/watch_args.py, so that this module (rich, the
+snapshot reader, the admin client) loads only when the command runs.
+
 `--once` prints one frame and exits: 0, or 1 if ZooKeeper cannot be read. Off a
 terminal the frame is drawn as wide as it needs (no wrapping at 80 columns), followed,
 for the local cluster, by the last events from the controllers' event logs
@@ -62,47 +65,12 @@ from tools.errors import CliError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INTERVAL_S = 1.0
 MIN_INTERVAL_S = 0.1  # faster than this only loads ZooKeeper and the brokers
-DEFAULT_BROKER_TIMEOUT_S = 1.5  # a broker silent this long is shown as not answering
 ZOOKEEPER_TIMEOUT_S = 5.0  # connecting to ZooKeeper and each read
 
 GROUP_ROUND_TIMEOUTS = 3  # the group round may take this many broker timeouts
 
 Address = tuple[str, int]
-
-
-def register_watch(subparsers) -> None:
-    watch = subparsers.add_parser(
-        "watch",
-        help="live view: leaders, ISR, HW/LEO per replica, events (Ctrl-C to quit)",
-    )
-    watch.add_argument(
-        "--interval", type=float, default=DEFAULT_INTERVAL_S, help="seconds between frames"
-    )
-    watch.add_argument("--once", action="store_true", help="print one frame and exit")
-    watch.add_argument(
-        "--zookeeper",
-        metavar="HOST:PORT[/chroot]",
-        default=None,
-        help="the cluster's ZooKeeper (default: the local cluster's)",
-    )
-    watch.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_BROKER_TIMEOUT_S,
-        help="seconds to wait for each broker's answer",
-    )
-    watch.add_argument(
-        "--internal", action="store_true", help="also show internal topics (__consumer_offsets)"
-    )
-    watch.add_argument(
-        "--no-groups", action="store_true", help="do not ask the brokers for consumer groups"
-    )
-    watch.add_argument(
-        "--width", type=int, default=None, help="columns to draw in (default: the terminal's)"
-    )
-    watch.set_defaults(handler=_watch)
 
 
 class SnapshotReader:
@@ -113,7 +81,7 @@ class SnapshotReader:
         zookeeper: str,
         pool: ConnectionPool,
         *,
-        broker_timeout_s: float = DEFAULT_BROKER_TIMEOUT_S,
+        broker_timeout_s: float,
         zookeeper_timeout_s: float = ZOOKEEPER_TIMEOUT_S,
         known_brokers: Iterable[int] = (),
         read_groups: bool = True,
@@ -271,7 +239,8 @@ def _wall_clock_ms() -> int:
 
 
 # -- the command ------------------------------------------------------------------------------
-def _watch(args) -> int:
+def watch_command(args) -> int:
+    """`tributary cluster watch` (its options: tools/commands/watch_args.py)."""
     if not (args.interval >= MIN_INTERVAL_S and math.isfinite(args.interval)):
         raise CliError(f"--interval must be at least {MIN_INTERVAL_S} seconds", 2)
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
