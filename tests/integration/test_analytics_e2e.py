@@ -92,6 +92,8 @@ def test_analytics_reports_what_happened_on_a_real_cluster(start_cluster, tmp_pa
         "--out",
         str(out),
         "--fail-on-audit",
+        "--shuffle-partitions",  # as the tests' shared session: the data are small
+        "4",
         timeout=600,
     )
     assert job.returncode == 0, job.stdout + job.stderr
