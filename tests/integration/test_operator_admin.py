@@ -368,6 +368,21 @@ def _wait_exit(process) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
+def _talks_to_the_cluster(pid: int) -> bool:
+    """Has the process opened a socket (so it has loaded its code and is at work)?"""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def test_produce_typed_into_a_terminal_exits_130_on_ctrl_c(cluster):
     cli(cluster, "topics", "create", "typed", "--partitions", "1", "--replication-factor", "2")
     process, master = _on_a_terminal(cluster, "produce", "typed", "--acks", "all", "--report")
@@ -389,7 +404,8 @@ def test_cluster_watch_on_a_terminal_exits_130_on_ctrl_c(cluster):
         cluster, "cluster", "watch", "--interval", "0.5", "--no-groups"
     )
     try:
-        time.sleep(3)  # a few frames
+        wait_until(lambda: process.poll() is not None or _talks_to_the_cluster(process.pid), 60)
+        time.sleep(2)  # a few frames
         os.write(master, b"\x03")
         code, _, err = _wait_exit(process)
     finally:
@@ -397,9 +413,10 @@ def test_cluster_watch_on_a_terminal_exits_130_on_ctrl_c(cluster):
     assert code == 130 and "Traceback" not in err, err
 
 
-def _interrupted(cluster, *args, stdin: bytes | None = None, after_s: float = 3.0):
-    """Run a command, SIGINT it after `after_s` (it must still be waiting then): (exit
-    code, stdout, stderr)."""
+def _interrupted(cluster, *args, stdin: bytes | None = None, after_s: float = 2.0):
+    """Run a command and SIGINT it `after_s` after it first opens a socket (it must
+    still be waiting then): (exit code, stdout, stderr). Waiting for the socket keeps a
+    busy machine's slow interpreter start from turning this into a Ctrl-C at import."""
     process = subprocess.Popen(
         [sys.executable, "-m", "tools", *args],
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -411,6 +428,7 @@ def _interrupted(cluster, *args, stdin: bytes | None = None, after_s: float = 3.
         process.stdin.write(stdin)
         process.stdin.close()
         process.stdin = None  # communicate() must not flush it again
+    wait_until(lambda: process.poll() is not None or _talks_to_the_cluster(process.pid), 60)
     time.sleep(after_s)
     assert process.poll() is None, (args, process.communicate())
     process.send_signal(signal.SIGINT)
