@@ -286,5 +286,7 @@ def test_cluster_watch_piped_prints_one_line_per_event(cluster):
     # --once off a terminal: the frame unwrapped, then the controller's last events.
     _, once, _, _ = cli(cluster, "cluster", "watch", "--once", "--no-groups")
     text = once.decode()
-    assert "events" in text and "broker 3 up" in text
+    # The last events tell of broker 3's return: its coming up, or (when enough
+    # partitions move back to it that those fill the list) the leaders it took back.
+    assert "events" in text and ("broker 3 up" in text or "-> 3 (epoch" in text), text
     assert max(len(line) for line in text.splitlines()) <= 200
