@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup: a .venv with the project and its test dependencies, ZooKeeper from
 # Debian's package when no ZooKeeper jar is present, and docker-compose (v1, Debian's
-# package) to validate docker-compose.yml offline, and kcat (a Kafka client) for the
-# Kafka-protocol tests. Safe to run again: it only does what is missing.
+# package) to validate docker-compose.yml offline, kcat (a Kafka client) and the Node.js
+# Kafka clients (tests/node) for the Kafka-protocol tests. Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,6 +75,21 @@ fi
 # 4. kcat, a real Kafka client on the command line, for the Kafka-protocol listener's tests.
 if ! command -v kcat >/dev/null 2>&1; then
   apt_install kcat || say "kcat is absent: the kcat tests will be skipped"
+fi
+
+# 5. Node.js Kafka clients (kafkajs, @platformatic/kafka; versions pinned in
+#    tests/node/package-lock.json) for the Kafka-listener tests, when node and npm exist.
+NODE_DIR=tests/node
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -f "$NODE_DIR/node_modules/.package-lock.json" ] ||
+     [ "$NODE_DIR/package-lock.json" -nt "$NODE_DIR/node_modules/.package-lock.json" ]; then
+    say "installing the Node.js Kafka clients into $NODE_DIR/node_modules"
+    if ! npm ci --prefix "$NODE_DIR" --no-audit --no-fund --loglevel=error >/dev/null; then
+      say "npm ci failed: the Node.js client tests will be skipped"
+    fi
+  fi
+else
+  say "npm is absent: the Node.js client tests will be skipped"
 fi
 
 exit 0
