@@ -55,6 +55,11 @@ from broker.core.follower_fetch import FollowerFetch
 from broker.core.isr_propagation import IsrChangePropagation
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import RecordTooLargeError
+from broker.core.log.local_log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+)
 from broker.core.log.log import LogAppendInfo
 from broker.core.log.manager import LogManager
 from broker.core.partition import (
@@ -432,16 +437,18 @@ class ReplicaManager:
         *,
         from_consumer: bool,
     ) -> tuple[ErrorCode, int, int, int]:
-        """ListOffsets: (error, timestamp, offset, leader_epoch). -1 latest, -2 earliest."""
+        """ListOffsets: (error, timestamp, offset, leader_epoch). -1 latest, -2 (and -4,
+        earliest local) earliest, -3 the record with the largest timestamp (KIP-734),
+        answered only when a consumer may read it (below the high watermark)."""
         try:
             partition = self.leader_partition_or_error(tp)
             partition.check_leader_epoch(current_leader_epoch)
         except PartitionError as exc:
             return exc.code, -1, -1, -1
         upper = partition.high_watermark if from_consumer else partition.log_end_offset
-        if timestamp == -2:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ErrorCode.NONE, -1, partition.log_start_offset, partition.leader_epoch
-        if timestamp == -1:
+        if timestamp == LATEST_TIMESTAMP:
             return ErrorCode.NONE, -1, upper, partition.leader_epoch
         found = partition.log.offset_for_timestamp(timestamp)
         if found is None or found[0] >= upper:

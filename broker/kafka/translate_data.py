@@ -19,8 +19,9 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
   id 0, which tells the client no session was created (Kafka does the same when its
   session cache is full); an incremental fetch gets FETCH_SESSION_ID_NOT_FOUND, after
   which clients fall back to full fetches.
-- ListOffsets (earliest -2, latest -1, by timestamp) and OffsetForLeaderEpoch, always as
-  a consumer.
+- ListOffsets (earliest -2, latest -1, by timestamp, max timestamp -3 (v7, KIP-734),
+  earliest local -4 (v8, KIP-405: the log start, there being no tiered storage)) and
+  OffsetForLeaderEpoch, always as a consumer.
 - InitProducerId 0-4 (idempotent producers, librdkafka's enable.idempotence): a new
   producer id at epoch 0 from the native handler (a transactional id is refused with
   INVALID_REQUEST: no transactions). The producer id, epoch and sequences of Kafka-format
@@ -442,7 +443,7 @@ def _list_offsets_error(request: Any, version: int, code: int) -> Any:
 LIST_OFFSETS = Translation(
     api_key=ApiKey.LIST_OFFSETS,
     min_version=1,
-    max_version=6,
+    max_version=8,
     to_native=_list_offsets_to_native,
     from_native=_list_offsets_from_native,
     error_response=_list_offsets_error,

@@ -14,7 +14,8 @@ decoder (wire.py, given `supported` by broker/server.py) read the merged table.
 Data-plane ranges (translate_data.py) and why they stop where they do:
 - Produce 3-9: v3 is the first with v2 record batches; v10+ add KIP-951 leader hints.
 - Fetch 4-12: v13+ name topics by topic id, which Tributary does not have.
-- ListOffsets 1-6: v7 adds MAX_TIMESTAMP (-3), which the native handler does not serve.
+- ListOffsets 1-8: v7 adds MAX_TIMESTAMP (-3, KIP-734), v8 EARLIEST_LOCAL_TIMESTAMP (-4,
+  the log start: no tiered storage); v9's LATEST_TIERED (-5) would be meaningless here.
 - Metadata 0-12: v10+ carry topic ids; we send the zero UUID (unknown), as Kafka does
   for topics without one; v13 adds nothing a client needs.
 - OffsetForLeaderEpoch 2-4, ApiVersions 0-3 (here).

@@ -33,7 +33,11 @@ _STALE_LEADER = frozenset(
         ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
-_LIST_OFFSETS_SPECS = {"earliest": m.EARLIEST_TIMESTAMP, "latest": m.LATEST_TIMESTAMP}
+_LIST_OFFSETS_SPECS = {
+    "earliest": m.EARLIEST_TIMESTAMP,
+    "latest": m.LATEST_TIMESTAMP,
+    "max-timestamp": m.MAX_TIMESTAMP,
+}
 
 
 class OffsetAdmin(AdminBase):
@@ -42,13 +46,17 @@ class OffsetAdmin(AdminBase):
     async def list_offsets(
         self, partitions: Iterable[TopicPartition | tuple[str, int]], spec: str | int = "latest"
     ) -> dict[TopicPartition, int]:
-        """Each partition's "earliest" (log start) or "latest" (high watermark) offset, or
+        """Each partition's "earliest" (log start) or "latest" (high watermark) offset, the
+        offset of its record with the largest timestamp ("max-timestamp", KIP-734), or
         with an int timestamp (ms) the first offset at or after it (-1: none). Asks each
         partition's leader; retries after a metadata refresh while leaders move, for up to
         the request timeout. Raises `UnknownTopicError`, or the broker's error."""
         if isinstance(spec, str):
             if spec not in _LIST_OFFSETS_SPECS:
-                raise ValueError(f"spec must be 'earliest', 'latest' or a timestamp, not {spec!r}")
+                raise ValueError(
+                    f"spec must be 'earliest', 'latest', 'max-timestamp' or a timestamp, "
+                    f"not {spec!r}"
+                )
             timestamp = _LIST_OFFSETS_SPECS[spec]
         else:
             timestamp = int(spec)

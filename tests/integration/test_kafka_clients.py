@@ -250,6 +250,30 @@ def test_kcat_round_trips_keyed_records_with_headers(cluster):
     ]
 
 
+def test_list_offsets_max_timestamp_names_the_exact_record_to_librdkafka_and_the_cli(cluster):
+    """ListOffsets v7 (KIP-734): the record with the largest timestamp, inside a batch of
+    out-of-order timestamps, for librdkafka's AdminClient and `get-offsets`."""
+    create_topic(cluster, "max-ts", partitions=1, rf=3)
+    stamps = [BASE_TS + d for d in (5, 90, 40, 90, 10, 70)]  # the first 90 is offset 1
+    with SyncProducer(cluster.state.bootstrap_servers, acks=-1, linger_ms=50) as producer:
+        handles = [producer.send("max-ts", b"v", partition=0, timestamp_ms=ts) for ts in stamps]
+        producer.flush()
+        assert [h.get(timeout=30).offset for h in handles] == list(range(6))
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap(cluster)})
+    spec = OffsetSpec.max_timestamp()
+    futures = admin.list_offsets({confluent_kafka.TopicPartition("max-ts", 0): spec})
+    (info,) = [f.result(timeout=30) for f in futures.values()]
+    assert (info.offset, info.timestamp) == (1, BASE_TS + 90)
+    listed = tributary(
+        "--bootstrap-server", cluster.state.bootstrap_servers,
+        "get-offsets", "--topic", "max-ts", "--time", "max-timestamp",
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == ["max-ts:0:1"]
+
+
 # --- records both ways -----------------------------------------------------------------
 
 

@@ -196,8 +196,8 @@ def test_an_unsupported_version_with_a_top_level_error_code_is_answered(api_key,
 
 @pytest.mark.parametrize(
     "api_key,version",
-    [(0, 10), (0, 2), (9999, 0), (-1, 0), (2, 7), (2, 0)],
-    ids=["produce v10", "produce v2", "unknown key", "negative key", "list offsets v7", "v0"],
+    [(0, 10), (0, 2), (9999, 0), (-1, 0), (2, 9), (2, 0)],
+    ids=["produce v10", "produce v2", "unknown key", "negative key", "list offsets v9", "v0"],
 )
 def test_other_unsupported_requests_close_the_connection(api_key, version):
     body = struct.pack(">hhi", api_key, version, 1) + b"\x00\x00"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.core.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     CorruptRecordError,
     EpochEntry,
     Log,
@@ -329,6 +333,36 @@ def test_offset_for_timestamp_with_out_of_order_timestamps(tmp_path):
     assert log.offset_for_timestamp(200) == (0, 500)
     assert log.offset_for_timestamp(600) == (2, 900)
     assert log.offset_for_timestamp(950) == (4, 1000)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.lists(st.integers(0, 50), min_size=1, max_size=4), min_size=1, max_size=25))
+def test_max_timestamp_is_the_first_record_holding_the_largest_timestamp(tmp_path_factory, batches):
+    """KIP-734 (ListOffsets v7): the exact record, not its batch's last offset, in
+    whichever segment holds it, before and after the log is closed and opened again."""
+    path = tmp_path_factory.mktemp("max-ts")
+    log = Log.open(path / "topic-0", SMALL, now_ms=0)
+    stamps = [ts for timestamps in batches for ts in timestamps]
+    for timestamps in batches:
+        records = [Record(None, b"v" * 60, ts) for ts in timestamps]
+        log.append_as_leader(build_batch(records), leader_epoch=0, now_ms=0)
+    expected = (stamps.index(max(stamps)), max(stamps))
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == expected
+    log.close()
+    log = Log.open(path / "topic-0", SMALL, now_ms=0)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == expected
+    log.close()
+
+
+def test_max_timestamp_of_an_empty_log_and_earliest_local(tmp_path):
+    log = open_log(tmp_path)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) is None
+    fill(log, 5)
+    log.maybe_increment_log_start_offset(4)
+    assert log.offset_for_timestamp(EARLIEST_LOCAL_TIMESTAMP) == (4, -1)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == (14, 1042)
 
 
 # ---------------------------------------------------------------- flushing

@@ -1,10 +1,11 @@
-"""`tributary get-offsets --topic T [--partitions 0,1] [--time earliest|latest|TS]`, as
-kafka-get-offsets.sh prints it: one `topic:partition:offset` line per partition.
+"""`tributary get-offsets --topic T [--partitions 0,1] [--time earliest|latest|max-timestamp|TS]`,
+as kafka-get-offsets.sh prints it: one `topic:partition:offset` line per partition.
 
 How it works: one admin client asks each partition's leader (ListOffsets, retried while
 leaders move): `latest` (-1, the default) is the high watermark, `earliest` (-2) the log
-start offset, a timestamp in ms the first offset whose record is at or after it (empty
-when there is none, as Kafka prints it).
+start offset, `max-timestamp` (-3) the offset of the record with the largest timestamp,
+a timestamp in ms the first offset whose record is at or after it (empty when there is
+none, as Kafka prints it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from client.protocol.types import TopicPartition
 from tools.commands.common import add_bootstrap_option, bootstrap_of, client_options, run_async
 from tools.errors import CliError
 
-_NAMED_TIMES = {"latest": "latest", "-1": "latest", "earliest": "earliest", "-2": "earliest"}
+_NAMED_TIMES = {
+    "latest": "latest",
+    "-1": "latest",
+    "earliest": "earliest",
+    "-2": "earliest",
+    "max-timestamp": "max-timestamp",
+    "-3": "max-timestamp",
+}
 
 
 def register(subparsers) -> None:
@@ -28,8 +36,9 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--time",
         default="latest",
-        metavar="earliest|latest|TS",
-        help="earliest (-2), latest (-1, the default) or a timestamp in ms",
+        metavar="earliest|latest|max-timestamp|TS",
+        help="earliest (-2), latest (-1, the default), max-timestamp (-3: the record with "
+        "the largest timestamp) or a timestamp in ms",
     )
     add_bootstrap_option(parser)
     parser.set_defaults(handler=_get_offsets)
@@ -43,7 +52,10 @@ def parse_time(text: str) -> str | int:
     except ValueError:
         value = -3
     if value < 0:
-        raise CliError(f"--time must be earliest, latest or a timestamp in ms, not {text!r}", 2)
+        raise CliError(
+            f"--time must be earliest, latest, max-timestamp or a timestamp in ms, not {text!r}",
+            2,
+        )
     return value
 
 

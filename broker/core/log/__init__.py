@@ -63,8 +63,10 @@ from broker.core.log.leader_epoch import (
     LeaderEpochCache,
 )
 from broker.core.log.local_log import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     FetchData,
     LogOffsetMetadata,
     OffsetAndTimestamp,
@@ -76,8 +78,10 @@ from broker.core.log.segment import LogSegment
 from broker.core.log.validator import LogAppendInfo
 
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "TOPIC_CONFIG_NAMES",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",

@@ -34,8 +34,10 @@ from client.protocol.records import NO_TIMESTAMP
 from client.protocol.types import TopicPartition
 
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "FetchData",
     "LocalLog",
     "LogOffsetMetadata",
@@ -48,6 +50,8 @@ logger = logging.getLogger(__name__)
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -290,12 +294,15 @@ class LocalLog:
     def offset_for_timestamp(
         self, timestamp_ms: int, log_start_offset: int
     ) -> OffsetAndTimestamp | None:
-        """`Log.offset_for_timestamp`: LATEST_TIMESTAMP and EARLIEST_TIMESTAMP give the
-        LEO and the log start offset; otherwise the first record with timestamp >= it."""
+        """`Log.offset_for_timestamp`: LATEST_TIMESTAMP and EARLIEST_TIMESTAMP (and
+        EARLIEST_LOCAL_TIMESTAMP) give the LEO and the log start offset, MAX_TIMESTAMP the
+        record with the largest timestamp; otherwise the first record with timestamp >= it."""
         if timestamp_ms == LATEST_TIMESTAMP:
             return OffsetAndTimestamp(self.log_end_offset, NO_TIMESTAMP)
-        if timestamp_ms == EARLIEST_TIMESTAMP:
+        if timestamp_ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return OffsetAndTimestamp(log_start_offset, NO_TIMESTAMP)
+        if timestamp_ms == MAX_TIMESTAMP:
+            return self._max_timestamp_record(log_start_offset)
         for segment in self.segments:
             if segment.size == 0 or segment.next_offset <= log_start_offset:
                 continue
@@ -305,3 +312,16 @@ class LocalLog:
             if found is not None:
                 return OffsetAndTimestamp(*found)
         return None
+
+    def _max_timestamp_record(self, log_start_offset: int) -> OffsetAndTimestamp | None:
+        """KIP-734: the first record holding the log's largest timestamp. The segments
+        know their largest timestamp; the record itself is the first one of its segment
+        at or after that time (Kafka before 3.8 answered its batch's last offset instead,
+        KAFKA-16310). None for an empty log, or when that record lies below the log start
+        offset (after DeleteRecords), as no record at or above it holds the maximum."""
+        live = [s for s in self.segments if s.size > 0 and s.next_offset > log_start_offset]
+        if not live:
+            return None
+        newest = max(live, key=lambda s: s.max_timestamp)  # the first of equals
+        found = newest.find_offset_by_timestamp(newest.max_timestamp, log_start_offset)
+        return None if found is None else OffsetAndTimestamp(*found)

@@ -55,8 +55,10 @@ from broker.core.log.loader import (
     rebuild_producer_state,
 )
 from broker.core.log.local_log import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     FetchData,
     LogOffsetMetadata,
     OffsetAndTimestamp,
@@ -86,8 +88,10 @@ from client.protocol.types import TopicPartition
 # Log, and the names importers found here before they moved beside it (local_log.py,
 # loader.py, flush.py, validator.py): the broker shell imports PendingFlush from here.
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "LEADER_EPOCH_CHECKPOINT",
     "FetchData",
     "Log",
@@ -343,8 +347,9 @@ class Log:
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         """ListOffsets: the first record with timestamp >= `timestamp_ms`, or None.
 
-        The special values LATEST_TIMESTAMP (-1) and EARLIEST_TIMESTAMP (-2) give the LEO
-        and the log start offset (with timestamp -1).
+        The special values LATEST_TIMESTAMP (-1) and EARLIEST_TIMESTAMP (-2, and
+        EARLIEST_LOCAL_TIMESTAMP -4) give the LEO and the log start offset (with timestamp
+        -1); MAX_TIMESTAMP (-3) the first record holding the largest timestamp.
         """
         self._check_open()
         return self._local.offset_for_timestamp(timestamp_ms, self._log_start_offset)

@@ -46,8 +46,10 @@ from client.protocol.messages.controller import (
 )
 from client.protocol.messages.data import (
     CONSUMER_REPLICA_ID,
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     FetchPartition,
     FetchRequest,
     FetchResponse,
@@ -257,6 +259,7 @@ __all__ = [
     "DescribeLogDirsResponseTopic",
     "DescribeLogDirsResult",
     "DescribeLogDirsTopic",
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "ElectLeadersPartitionResult",
     "ElectLeadersRequest",
@@ -282,6 +285,7 @@ __all__ = [
     "JoinGroupResponse",
     "JoinGroupResponseMember",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "LeaderAndIsrLiveLeader",
     "LeaderAndIsrPartitionError",
     "LeaderAndIsrPartitionState",

@@ -5,16 +5,21 @@ docstring). Producers send Produce (record batches as opaque `bytes`, see
 `client.protocol.records`) to partition leaders, after InitProducerId when idempotent;
 consumers and follower brokers send Fetch (a follower with its broker id as
 `replica_id`, a consumer with `CONSUMER_REPLICA_ID`); ListOffsets asks a leader for an
-offset by time or for the log start or end (`EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP`).
+offset by time, for the log start or end (`EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP`), or
+the record with the largest timestamp (`MAX_TIMESTAMP`).
 """
 
 from __future__ import annotations
 
 from client.protocol.schema import struct
 
-# ListOffsets special timestamps (Kafka's ListOffsetsRequest.LATEST/EARLIEST_TIMESTAMP).
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest constants): the log end (the
+# high watermark for a consumer), the log start, the record with the largest timestamp
+# (KIP-734), and the local log start (KIP-405; the log start, there being no tiering).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
 # Fetch/ListOffsets replica_id of a consumer (anything >= 0 is a follower broker).
 CONSUMER_REPLICA_ID = -1
 
