@@ -1,7 +1,8 @@
 """DescribeLogDirs and VerifyLogDirs: what this broker's log directory holds, and checks.
 
 How it works: DescribeLogDirs answers from the replica manager's partitions (size, log
-start and end, high watermark, leadership) for the partitions asked for, or all.
+start and end, high watermark, leadership) for the partitions asked for, or all, with the
+log directory's file system size and free space.
 VerifyLogDirs (`tributary log-dirs verify`) runs an on-demand scrub through the
 broker's `LogScrubber` (broker/tasks/log_scrubber.py `verify`): every segment of the
 topics asked for is checked, damaged ranges are repaired where they can be, and the
@@ -9,6 +10,8 @@ answer reports each range's fate; it waits at most `MAX_VERIFY_WAIT_MS`.
 """
 
 from __future__ import annotations
+
+import os
 
 from broker.core.replica_manager import ReplicaManager
 from broker.tasks.log_scrubber import LogScrubber
@@ -19,6 +22,16 @@ from client.protocol.types import TopicPartition
 
 # Longest VerifyLogDirs waits for repairs (the client's request timeout must cover it).
 MAX_VERIFY_WAIT_MS = 300_000
+
+
+def _disk_space(path: str) -> tuple[int, int]:
+    """(total, usable) bytes of the file system holding `path`, as Kafka reports them for
+    DescribeLogDirs v4+; (-1, -1) when it cannot be read."""
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return -1, -1
+    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
 class LogDirHandlers:
@@ -93,6 +106,7 @@ class LogDirHandlers:
                     leader_epoch=partition.leader_epoch,
                 )
             )
+        total, usable = _disk_space(self.log_dir)
         return m.DescribeLogDirsResponse(
             throttle_time_ms=0,
             results=[
@@ -103,6 +117,8 @@ class LogDirHandlers:
                         m.DescribeLogDirsResponseTopic(name=name, partitions=parts)
                         for name, parts in by_topic.items()
                     ],
+                    total_bytes=total,
+                    usable_bytes=usable,
                 )
             ],
         )

@@ -65,7 +65,7 @@ class KafkaDispatcher:
             log.exception("cannot translate a request of api %s v%s", header.api_key, version)
             return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
         try:
-            outcome = await self._handle_native(header.native(), native)
+            outcome = await self._handle_native(header.native(translation.native_api_key), native)
         except ProtocolError as exc:  # what the native loop answers with INVALID_REQUEST
             log.info("bad request %s (api %s): %s", header.correlation_id, header.api_key, exc)
             return _error_response(translation, request, version, ErrorCode.INVALID_REQUEST)

@@ -2,9 +2,10 @@
 
 How it works: a `Translation` holds three pure functions for one API key and the range of
 versions it handles: `to_native` (kio request + `KafkaHeader` -> native request from
-`client.protocol.messages`), `from_native` (native response + version -> kio response)
-and `error_response` (kio request + version + error code -> a kio response carrying that
-code wherever the API puts errors). Each translate module exposes a
+`client.protocol.messages`, of the same API unless `native_api_key` names another),
+`from_native` (native response + version -> kio response) and `error_response` (kio
+request + version + error code -> a kio response carrying that code wherever the API
+puts errors). Each translate module exposes a
 `TRANSLATIONS: dict[int, Translation]`; versions.py merges them for the dispatcher
 (dispatcher.py).
 
@@ -53,10 +54,12 @@ class KafkaHeader:
     correlation_id: int
     client_id: str | None = None
 
-    def native(self) -> RequestHeader:
-        """The header the broker's native request handlers take: same api key, correlation
-        id and client id; version 0, the version of the native messages `to_native` makes."""
-        return RequestHeader(self.api_key, 0, self.correlation_id, self.client_id)
+    def native(self, api_key: int | None = None) -> RequestHeader:
+        """The header the broker's native request handlers take: the same api key (or
+        `api_key`, for an API served by another native request), correlation id and
+        client id; version 0, the version of the native messages `to_native` makes."""
+        key = self.api_key if api_key is None else api_key
+        return RequestHeader(key, 0, self.correlation_id, self.client_id)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +72,9 @@ class Translation:
     to_native: Callable[[Any, KafkaHeader], Any]  # kio request -> native request
     from_native: Callable[[Any, int], Any]  # native response, version -> kio response
     error_response: Callable[[Any, int, int], Any]  # kio request, version, code -> kio response
+    # The native API `to_native`'s request is, when not the same key (DescribeCluster is
+    # served by a native Metadata request).
+    native_api_key: int | None = None
 
 
 class KafkaRequestError(Exception):

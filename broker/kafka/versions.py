@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from broker.kafka import translate_admin, translate_data, translate_groups
+from broker.kafka import translate_admin, translate_data, translate_groups, translate_replicas
 from broker.kafka.translation import (
     ZERO_MS,
     Translation,
@@ -71,7 +71,7 @@ API_VERSIONS = Translation(
 def translations() -> dict[int, Translation]:
     """Every API the Kafka listener serves, merged from the translate modules."""
     merged: dict[int, Translation] = {int(API_VERSIONS.api_key): API_VERSIONS}
-    for module in (translate_data, translate_admin, translate_groups):
+    for module in (translate_data, translate_admin, translate_groups, translate_replicas):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:
                 raise ValueError(f"api {api_key} is translated by two modules")

@@ -214,6 +214,11 @@ class ErrorCode(IntEnum):
         "This record has failed the validation on broker and hence will be rejected.",
     )
     THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
+    UNSUPPORTED_ENDPOINT_TYPE = (
+        119,
+        False,
+        "The endpoint type is not supported by this broker (KIP-919).",
+    )
 
     @property
     def is_retriable(self) -> bool:

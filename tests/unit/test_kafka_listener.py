@@ -306,6 +306,31 @@ async def test_api_versions_and_metadata_describe_the_kafka_listener():
         await wire.aclose()
 
 
+async def test_describe_cluster_lists_the_kafka_listeners_and_refuses_controller_endpoints():
+    from kio.schema.describe_cluster.v1 import request as describe_cluster_v1
+
+    async with kafka_cluster(3) as cluster:
+        wire = await KafkaWire.open(cluster, 3)
+        described = await wire.call(
+            describe_cluster_v1.DescribeClusterRequest(
+                include_cluster_authorized_operations=False, endpoint_type=1
+            )
+        )
+        assert described.error_code == NONE and described.cluster_id == "test-cluster"
+        assert {(b.broker_id, b.host, b.port) for b in described.brokers} == {
+            (i, "127.0.0.1", kafka_port(cluster, i)) for i in (1, 2, 3)
+        }
+        assert described.controller_id == 1  # the broker Metadata names, as it must be
+        controllers = await wire.call(
+            describe_cluster_v1.DescribeClusterRequest(
+                include_cluster_authorized_operations=False, endpoint_type=2
+            )
+        )
+        assert controllers.error_code == 119  # UNSUPPORTED_ENDPOINT_TYPE (KIP-919)
+        assert controllers.brokers == ()
+        await wire.aclose()
+
+
 # -- Produce and Fetch ----------------------------------------------------------------------
 
 

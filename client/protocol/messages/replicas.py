@@ -215,6 +215,8 @@ class DescribeLogDirsResult:
     error_code: int
     log_dir: str
     topics: list[DescribeLogDirsResponseTopic]
+    total_bytes: int = -1  # the directory's file system size and free space (-1: unknown)
+    usable_bytes: int = -1
 
 
 @struct

@@ -1,0 +1,135 @@
+"""Kafka AdminClients against a real 3-broker Tributary cluster's Kafka listeners: the
+cluster and replica admin APIs Kafka's tools call.
+
+confluent-kafka (librdkafka): `describe_cluster` (DescribeCluster, KIP-700) and
+`elect_leaders` (ElectLeaders, KIP-460). kafka-python 3: `alter_partition_reassignments`
+and `list_partition_reassignments` (KIP-455; confluent-kafka's Python AdminClient has
+no reassignment call) and `describe_log_dirs`. Each answer is checked against what the
+cluster really did: the partition's replicas in ZooKeeper after a move, its leader
+after an election, the bytes a partition holds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.helpers import create_topic, partition_state, wait_until
+from tools.cluster.launcher import LocalCluster
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("kafka-admin"),
+        brokers=3,
+        controllers=1,
+        base_port=None,
+        broker_overrides=dict(TEST_BROKER_SETTINGS),
+        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
+    )
+    try:
+        cluster.up(timeout_s=60)
+        yield cluster
+    finally:
+        cluster.down(timeout_s=20)
+
+
+@pytest.fixture(scope="module")
+def confluent_admin(cluster):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": cluster.state.kafka_bootstrap_servers})
+
+
+@pytest.fixture(scope="module")
+def python_admin(cluster):
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(
+        bootstrap_servers=cluster.state.kafka_bootstrap_servers.split(","),
+        request_timeout_ms=30_000,
+    )
+    yield admin
+    admin.close()
+
+
+def test_confluent_describe_cluster_names_every_broker_at_its_kafka_listener(
+    cluster, confluent_admin
+):
+    described = confluent_admin.describe_cluster(request_timeout=30).result(timeout=30)
+    endpoints = {(n.id, n.host, n.port) for n in described.nodes}
+    assert endpoints == {(b.id, "127.0.0.1", b.kafka_port) for b in cluster.state.brokers()}
+    assert described.cluster_id  # the cluster id ZooKeeper holds
+    assert described.controller.id in {b.id for b in cluster.state.brokers()}
+
+
+def test_confluent_elect_leaders_moves_leadership_back_to_the_preferred_replica(
+    cluster, confluent_admin
+):
+    from confluent_kafka import ElectionType, TopicPartition
+
+    create_topic(cluster, "elect", partitions=1, rf=3)
+    wait_until(lambda: partition_state(cluster, "elect", 0), 20)
+    preferred = partition_state(cluster, "elect", 0).replicas[0]
+    cluster.stop(f"broker-{preferred}")  # leadership moves away
+    try:
+        wait_until(lambda: partition_state(cluster, "elect", 0).leader != preferred, 30)
+    finally:
+        cluster.start(f"broker-{preferred}")
+    wait_until(lambda: preferred in partition_state(cluster, "elect", 0).isr, 60)
+    future = confluent_admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0)])
+    results = future.result(timeout=60)
+    assert [(tp.topic, tp.partition, error) for tp, error in results.items()] == [
+        ("elect", 0, None)
+    ]
+    assert partition_state(cluster, "elect", 0).leader == preferred
+    again = confluent_admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0)])
+    (error,) = again.result(timeout=60).values()
+    assert error is not None and error.code() == confluent_kafka.KafkaError.ELECTION_NOT_NEEDED
+
+
+def test_kafka_python_reassigns_a_partition_and_lists_the_move(cluster, python_admin):
+    from kafka import TopicPartition
+
+    create_topic(cluster, "moving", partitions=1, rf=2)
+    wait_until(lambda: partition_state(cluster, "moving", 0), 20)
+    before = partition_state(cluster, "moving", 0).replicas
+    (outsider,) = {b.id for b in cluster.state.brokers()} - set(before)
+    target = [outsider, before[0]]
+    tp = TopicPartition("moving", 0)
+    assert python_admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    listed = python_admin.list_partition_reassignments()  # empty once the move is done
+    assert set(listed) <= {tp}
+    wait_until(lambda: list(partition_state(cluster, "moving", 0).replicas) == target, 60)
+    wait_until(lambda: python_admin.list_partition_reassignments() == {}, 30)
+    state = partition_state(cluster, "moving", 0)
+    assert sorted(state.isr) == sorted(target)
+
+
+def test_kafka_python_describe_log_dirs_reports_each_brokers_partitions(cluster, python_admin):
+    from kafka import KafkaProducer
+
+    create_topic(cluster, "sized", partitions=1, rf=3)
+    wait_until(lambda: partition_state(cluster, "sized", 0), 20)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.state.kafka_bootstrap_servers.split(","), acks="all"
+    )
+    for _ in range(100):
+        producer.send("sized", b"x" * 1000)
+    producer.flush(30)
+    producer.close()
+    answers = python_admin.describe_log_dirs(topic_partitions={"sized": [0]})
+    sizes = {}
+    for answer in answers:  # one per broker
+        (log_dir,) = answer["log_dirs"]
+        assert log_dir["error_code"] == 0 and log_dir["log_dir"]
+        assert log_dir["total_bytes"] >= log_dir["usable_bytes"] > 0  # v4: the disk's space
+        for topic in log_dir["topics"]:
+            for p in topic["partitions"]:
+                sizes[answer["broker"]] = p["partition_size"]
+    assert sorted(sizes) == [1, 2, 3]  # every replica's broker
+    assert all(size >= 100_000 for size in sizes.values()), sizes
