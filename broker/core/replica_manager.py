@@ -62,6 +62,7 @@ from broker.core.log.local_log import (
 )
 from broker.core.log.log import LogAppendInfo
 from broker.core.log.manager import LogManager
+from broker.core.log.producer_state import ProducerStateEntry
 from broker.core.partition import (
     IsrUpdate,
     IsrUpdateOutcome,
@@ -455,6 +456,14 @@ class ReplicaManager:
             return ErrorCode.NONE, -1, -1, partition.leader_epoch
         offset, found_ts = found
         return ErrorCode.NONE, found_ts, offset, partition.leader_epoch
+
+    def describe_producers(self, tp: TopicPartition) -> tuple[ErrorCode, list[ProducerStateEntry]]:
+        """DescribeProducers (KIP-664): the producers the leader keeps state for."""
+        try:
+            partition = self.leader_partition_or_error(tp)
+        except PartitionError as exc:
+            return exc.code, []
+        return ErrorCode.NONE, partition.log.active_producers()
 
     # -- controller requests --------------------------------------------------------
     @property

@@ -21,6 +21,7 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
   (`DataPlaneHandlers`), the tuned paths;
 - `metadata.py`: Metadata and ApiVersions, answered from the metadata cache;
 - `producer_ids.py`: InitProducerId, ids from blocks claimed in ZooKeeper;
+  `producers.py`: DescribeProducers, the producer state partition leaders keep;
 - `controller_requests.py`: LeaderAndIsr, UpdateMetadata, StopReplica, fenced by
   controller and broker epoch;
 - `log_dirs.py`: DescribeLogDirs and VerifyLogDirs (an on-demand scrub);
@@ -52,6 +53,7 @@ from broker.handlers.log_dirs import LogDirHandlers
 from broker.handlers.metadata import MetadataHandlers
 from broker.handlers.metadata_changes import MetadataChanges
 from broker.handlers.producer_ids import ProducerIdHandlers
+from broker.handlers.producers import ProducerHandlers
 from broker.handlers.reassignments import ReassignmentHandlers
 from broker.handlers.topics import TopicDefaults, TopicHandlers
 from broker.tasks.log_scrubber import LogScrubber
@@ -93,6 +95,7 @@ class RequestHandlers:
             clock=clock,
         )
         self.log_dirs = LogDirHandlers(replica_manager, identity, log_dir, scrubber)
+        self.producers = ProducerHandlers(replica_manager)
         self.topics = TopicHandlers(
             gateway,
             metadata_cache,
@@ -116,6 +119,7 @@ class RequestHandlers:
             ApiKey.DELETE_RECORDS: data.delete_records,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.producer_ids.init_producer_id,
+            ApiKey.DESCRIBE_PRODUCERS: self.producers.describe_producers,
             ApiKey.LEADER_AND_ISR: controller.leader_and_isr,
             ApiKey.UPDATE_METADATA: controller.update_metadata,
             ApiKey.STOP_REPLICA: controller.stop_replica,

@@ -1,7 +1,7 @@
 """Kafka's cluster and replica admin APIs on the Kafka listener, translated to and from the
 native handlers: DescribeCluster (KIP-700), ElectLeaders (KIP-460), the partition
-reassignment pair AlterPartitionReassignments / ListPartitionReassignments (KIP-455) and
-DescribeLogDirs.
+reassignment pair AlterPartitionReassignments / ListPartitionReassignments (KIP-455),
+DescribeLogDirs and DescribeProducers (KIP-664).
 
 How it works: as in translate_admin.py, `to_native` reads the kio request into the native
 message, the broker's handlers do the work (broker/handlers/metadata.py, elections.py,
@@ -22,6 +22,8 @@ wherever the API carries one.
   allow_replication_factor_change is Kafka 4.0, beyond the ZooKeeper era.)
 - DescribeLogDirs 1-4 (kio has no v0): one result for the broker's one log directory; v3
   adds a top-level error code, v4 the directory's total and usable bytes.
+- DescribeProducers 0: one to one (no transactions yet: coordinator epoch and current
+  transaction start offset are -1).
 """
 
 from __future__ import annotations
@@ -321,6 +323,73 @@ def describe_log_dirs_error(request: Any, version: int, code: int) -> Any:
     return _response(ApiKey.DESCRIBE_LOG_DIRS, version, error_code=code, results=[])
 
 
+# --- DescribeProducers (61) ------------------------------------------------------------------
+
+
+def describe_producers_to_native(request: Any, header: KafkaHeader) -> m.DescribeProducersRequest:
+    return m.DescribeProducersRequest(
+        topics=[
+            m.DescribeProducersTopic(name=t.name, partition_indexes=list(t.partition_indexes))
+            for t in request.topics
+        ]
+    )
+
+
+def describe_producers_from_native(response: m.DescribeProducersResponse, version: int) -> Any:
+    return _response(
+        ApiKey.DESCRIBE_PRODUCERS,
+        version,
+        topics=[
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": p.error_code,
+                        "error_message": p.error_message,
+                        "active_producers": [
+                            {
+                                "producer_id": s.producer_id,
+                                "producer_epoch": s.producer_epoch,
+                                "last_sequence": s.last_sequence,
+                                "last_timestamp": s.last_timestamp,
+                                "coordinator_epoch": s.coordinator_epoch,
+                                "current_txn_start_offset": s.current_txn_start_offset,
+                            }
+                            for s in p.active_producers
+                        ],
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in response.topics
+        ],
+    )
+
+
+def describe_producers_error(request: Any, version: int, code: int) -> Any:
+    message = ErrorCode.from_code(code).description
+    return _response(
+        ApiKey.DESCRIBE_PRODUCERS,
+        version,
+        topics=[
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": index,
+                        "error_code": code,
+                        "error_message": message,
+                        "active_producers": [],
+                    }
+                    for index in t.partition_indexes
+                ],
+            }
+            for t in request.topics
+        ],
+    )
+
+
 TRANSLATIONS: dict[int, Translation] = {
     t.api_key: t
     for t in (
@@ -364,6 +433,14 @@ TRANSLATIONS: dict[int, Translation] = {
             to_native=describe_log_dirs_to_native,
             from_native=describe_log_dirs_from_native,
             error_response=describe_log_dirs_error,
+        ),
+        Translation(
+            api_key=ApiKey.DESCRIBE_PRODUCERS,
+            min_version=0,
+            max_version=0,
+            to_native=describe_producers_to_native,
+            from_native=describe_producers_from_native,
+            error_response=describe_producers_error,
         ),
     )
 }

@@ -4,7 +4,7 @@ cluster and replica admin APIs Kafka's tools call.
 confluent-kafka (librdkafka): `describe_cluster` (DescribeCluster, KIP-700) and
 `elect_leaders` (ElectLeaders, KIP-460). kafka-python 3: `alter_partition_reassignments`
 and `list_partition_reassignments` (KIP-455; confluent-kafka's Python AdminClient has
-no reassignment call) and `describe_log_dirs`. Each answer is checked against what the
+no reassignment call), `describe_log_dirs` and `describe_producers` (KIP-664). Each answer is checked against what the
 cluster really did: the partition's replicas in ZooKeeper after a move, its leader
 after an election, the bytes a partition holds.
 """
@@ -133,3 +133,26 @@ def test_kafka_python_describe_log_dirs_reports_each_brokers_partitions(cluster,
                 sizes[answer["broker"]] = p["partition_size"]
     assert sorted(sizes) == [1, 2, 3]  # every replica's broker
     assert all(size >= 100_000 for size in sizes.values()), sizes
+
+
+def test_kafka_python_describe_producers_shows_an_idempotent_producers_state(cluster, python_admin):
+    from kafka import KafkaProducer, TopicPartition
+
+    create_topic(cluster, "producers", partitions=1, rf=3)
+    wait_until(lambda: partition_state(cluster, "producers", 0), 20)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.state.kafka_bootstrap_servers.split(","),
+        enable_idempotence=True,
+        acks="all",
+    )
+    for i in range(10):
+        producer.send("producers", f"r-{i}".encode(), partition=0).get(timeout=30)
+    producer_id = producer._transaction_manager.producer_id_and_epoch.producer_id
+    producer.close()
+    tp = TopicPartition("producers", 0)
+    state = python_admin.describe_producers([tp])[tp]
+    (active,) = state.active_producers
+    assert active.producer_id == producer_id
+    assert (active.producer_epoch, active.last_sequence) == (0, 9)  # ten records, one each
+    assert active.last_timestamp > 0
+    assert (active.coordinator_epoch, active.current_transaction_start_offset) == (-1, -1)

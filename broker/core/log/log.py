@@ -64,7 +64,11 @@ from broker.core.log.local_log import (
     OffsetAndTimestamp,
     parse_topic_partition,
 )
-from broker.core.log.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS, ProducerStateManager
+from broker.core.log.producer_state import (
+    DEFAULT_PRODUCER_EXPIRATION_MS,
+    ProducerStateEntry,
+    ProducerStateManager,
+)
 from broker.core.log.retention import (
     SegmentPredicate,
     deletable_segments,
@@ -343,6 +347,12 @@ class Log:
     def offset_metadata_or_error(self, offset: int) -> LogOffsetMetadata:
         """Where `offset`'s batch is; OffsetOutOfRangeError outside [log start, LEO]."""
         return self._local.offset_metadata_or_error(offset, self._log_start_offset)
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """DescribeProducers (KIP-664): a copy of each producer's state here, by id."""
+        self._check_open()
+        entries = self._producer_state.entries
+        return [entries[pid].copy() for pid in sorted(entries)]
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         """ListOffsets: the first record with timestamp >= `timestamp_ms`, or None.

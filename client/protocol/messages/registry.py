@@ -65,6 +65,8 @@ from client.protocol.messages.replicas import (
     AlterPartitionReassignmentsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     ListPartitionReassignmentsRequest,
@@ -135,6 +137,7 @@ REGISTRY = ApiRegistry(
             ListPartitionReassignmentsResponse,
         ),
         (ApiKey.VERIFY_LOG_DIRS, VerifyLogDirsRequest, VerifyLogDirsResponse),
+        (ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse),
         (ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
     ]
 )

@@ -1,12 +1,13 @@
 """Replicas, leaders and log dirs: OffsetForLeaderEpoch, ElectLeaders,
-AlterPartitionReassignments, ListPartitionReassignments, DescribeLogDirs and
-VerifyLogDirs (Tributary's own).
+AlterPartitionReassignments, ListPartitionReassignments, DescribeLogDirs,
+DescribeProducers and VerifyLogDirs (Tributary's own).
 
 How it works: messages declared with `schema.struct` (the conventions are in the package
 docstring). Followers (and consumers after a leader change) send OffsetForLeaderEpoch to
 find where their log diverges; the admin client sends elections
 (`PREFERRED_ELECTION`, `UNCLEAN_ELECTION`) and reassignments to any broker and the log dir
-requests to each broker. VerifyLogDirs is an on-demand scrub whose damaged ranges end
+requests to each broker; DescribeProducers (KIP-664) asks partition leaders for the
+producers whose state they keep. VerifyLogDirs is an on-demand scrub whose damaged ranges end
 `RANGE_REPAIRED`, `RANGE_PENDING`, `RANGE_UNREPAIRABLE` or `RANGE_DROPPED`.
 """
 
@@ -223,6 +224,53 @@ class DescribeLogDirsResult:
 class DescribeLogDirsResponse:
     throttle_time_ms: int
     results: list[DescribeLogDirsResult]
+
+
+# --- DescribeProducers (61) ----------------------------------------------------------------
+# The idempotent producers a partition's leader keeps state for (KIP-664): each one's
+# epoch, last sequence and last timestamp. No transactions yet: coordinator_epoch and
+# current_txn_start_offset are -1.
+
+
+@struct
+class DescribeProducersTopic:
+    name: str
+    partition_indexes: list[int]
+
+
+@struct
+class DescribeProducersRequest:
+    topics: list[DescribeProducersTopic]
+
+
+@struct
+class ProducerStateDescription:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
+
+
+@struct
+class DescribeProducersPartition:
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    active_producers: list[ProducerStateDescription]
+
+
+@struct
+class DescribeProducersResponseTopic:
+    name: str
+    partitions: list[DescribeProducersPartition]
+
+
+@struct
+class DescribeProducersResponse:
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopic]
 
 
 # --- VerifyLogDirs (1017, Tributary's own) -------------------------------------------------
