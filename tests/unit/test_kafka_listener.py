@@ -9,16 +9,21 @@ Every request goes the whole way: Kafka framing and headers (wire.py), the trans
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 import struct
 import time
+import types
+import typing
+import uuid
 
 import pytest
 import trio
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v6 import request as list_offsets_v6
@@ -328,6 +333,76 @@ async def test_describe_cluster_lists_the_kafka_listeners_and_refuses_controller
         )
         assert controllers.error_code == 119  # UNSUPPORTED_ENDPOINT_TYPE (KIP-919)
         assert controllers.brokers == ()
+        await wire.aclose()
+
+
+# -- every advertised version -----------------------------------------------------------
+
+
+def minimal_request(cls):
+    """The smallest valid instance of kio's dataclass `cls`: zeros, empty strings and
+    tuples, None where allowed (acks 1, so a Produce is answered)."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for field in dataclasses.fields(cls):
+        if (
+            field.default is not dataclasses.MISSING
+            or field.default_factory is not dataclasses.MISSING
+        ):
+            continue
+        values[field.name] = 1 if field.name == "acks" else _value(hints[field.name])
+    return cls(**values)
+
+
+def _value(hint):
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in typing.get_args(hint):
+            return None
+        hint = typing.get_args(hint)[0]
+        origin = typing.get_origin(hint)
+    if origin is tuple:
+        return ()
+    if dataclasses.is_dataclass(hint):
+        return minimal_request(hint)
+    if hint is uuid.UUID:
+        return uuid.UUID(int=0)
+    if hint is KioErrorCode:
+        return KioErrorCode.none
+    for base in getattr(hint, "__mro__", (hint,)):
+        if base is bool:
+            return False
+        if base is datetime.timedelta:
+            return datetime.timedelta(0)
+        if base is int:
+            return hint(0) if base is not hint else 0
+        if base is float:
+            return 0.0
+        if base is str:
+            return ""
+        if base is bytes:
+            return b""
+    raise TypeError(f"no minimal value for {hint!r}")
+
+
+async def test_every_api_answers_its_lowest_and_highest_advertised_version():
+    """ApiVersions tells the truth: each API, at the lowest and the highest version the
+    listener advertises, gets an answer of that version on the same connection (an
+    empty request's answer may carry an error code; it must decode)."""
+    from broker.kafka import versions
+    from broker.kafka.translation import request_class
+
+    async with kafka_cluster(1, topics={"t": 1}) as cluster:
+        wire = await KafkaWire.open(cluster, 1)
+        advertised = await wire.call(
+            ApiVersionsRequest(client_software_name="test", client_software_version="1")
+        )
+        table = {k.api_key: (k.min_version, k.max_version) for k in advertised.api_keys}
+        assert table == versions.supported()
+        for api_key, (low, high) in sorted(table.items()):
+            for version in sorted({low, high}):
+                with trio.fail_after(30):
+                    await wire.call(minimal_request(request_class(api_key, version)))
         await wire.aclose()
 
 
