@@ -8,7 +8,9 @@ topic and acks=all to an RF 3 topic (min.insync.replicas=2), 100-byte values:
   the Kafka listener (Kafka-format batches served verbatim), Tributary's through the
   native one (msgpack batches); plus confluent-kafka reading the Tributary-written topic
   (every batch converted to Kafka's format on the broker: the conversion's cost).
-Prints figures and ratios only; the cluster is stopped by pid at the end.
+Prints figures and ratios, and reports the consume rows to the table
+(tests/bench/table.py): a librdkafka consumer through the Kafka listener next to
+Tributary's consumer, same records, same run. The cluster is stopped by pid at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from client.admin import NewTopic, open_admin
 from client.consumer import open_consumer
 from client.protocol.types import TopicPartition
 from tests.bench.bench_cluster import throughput
+from tests.bench.table import Row, report
 from tools.cluster.launcher import LocalCluster
 
 VALUE = b"x" * 100
@@ -125,6 +128,18 @@ def main() -> None:
             theirs = confluent_consume(kafka, "ck-rf1", total)
             ours = trio.run(tributary_consume, native, "tr-rf1", total)
             row("consume own topic (records/s)", theirs, ours)
+            report(
+                Row("consume from the beginning, librdkafka (Kafka listener)", theirs, "records/s")
+            )
+            report(
+                Row(
+                    "consume from the beginning, Tributary consumer (poll)",
+                    ours,
+                    "records/s",
+                    "librdkafka consumer",
+                    theirs,
+                )
+            )
             converted = confluent_consume(kafka, "tr-rf1", total)
             print(
                 f"confluent-kafka reading Tributary-written batches (converted on the broker): "
