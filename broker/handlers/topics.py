@@ -4,11 +4,14 @@ writes, as Kafka 2.x's admin did.
 How it works: CreateTopics validates each topic (name, partitions, replication factor
 against the live brokers in /brokers/ids, configs against the topic config names, or a
 given assignment), computes the assignment (`core/assignment.py`), writes
-/config/topics/<t> and then /brokers/topics/<t>; the controller does the rest. The
-response waits (up to the request's timeout) until this broker's metadata cache shows
-every partition with a leader, so a client can produce right after. CreatePartitions
-extends /brokers/topics/<t> with a conditional set (the controller watches each topic
-znode and brings new partitions online) and waits the same way. Partition counts and
+/config/topics/<t> and then /brokers/topics/<t> with a new random topic id (KIP-516);
+the controller does the rest. The response waits (up to the request's timeout) until
+this broker's metadata cache shows every partition with a leader, so a client can
+produce right after; it carries each new topic's id, partition count, replication
+factor and every config (override or default), as Kafka's v5+/v7 answers do.
+CreatePartitions extends /brokers/topics/<t> with a conditional set, keeping its topic
+id (the controller watches each topic znode and brings new partitions online) and waits
+the same way. Partition counts and
 replication factors are checked against the limits (`core/partition_limits.py`) before
 any assignment is built. DeleteTopics marks /admin/delete_topics/<t> and waits for the
 topic to leave the metadata. All of it goes through the broker's ZooKeeper gateway; the
@@ -18,7 +21,9 @@ waits watch the metadata cache (`MetadataChanges`). `TopicProblem` and
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import uuid
 from dataclasses import dataclass
 
 from broker.core.assignment import AssignmentError, assign_replicas, validate_assignment
@@ -30,8 +35,14 @@ from broker.handlers.metadata_changes import MetadataChanges
 from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.protocol.topic_ids import (
+    ZERO_TOPIC_ID,
+    ZERO_TOPIC_ID_BYTES,
+    new_topic_id,
+    topic_id_bytes,
+    topic_id_str,
+)
 from client.protocol.types import topic_name_problem
-from server_common import zkdata
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +118,11 @@ class TopicHandlers:
                 )
                 continue
             try:
-                assignment, config = await self._plan_topic(topic, live, budget)
+                assignment, config, log_config = await self._plan_topic(topic, live, budget)
                 budget.take(assignment)
+                topic_id = ZERO_TOPIC_ID
                 if not request.validate_only:
-                    await self._write_topic(topic.name, assignment, config)
+                    topic_id = await self._write_topic(topic.name, assignment, config)
                     created[topic.name] = len(assignment)
                 rf = len(next(iter(assignment.values())))
                 results[topic.name] = m.CreateTopicsResponseTopic(
@@ -119,11 +131,19 @@ class TopicHandlers:
                     error_message=None,
                     num_partitions=len(assignment),
                     replication_factor=rf,
+                    topic_id=topic_id_bytes(topic_id),
+                    configs=[
+                        m.CreateTopicsResponseConfig(
+                            name=key, value=value, is_default=key not in config
+                        )
+                        for key, value in sorted(log_config.to_properties().items())
+                    ],
                 )
                 if not request.validate_only:
                     log.info(
-                        "created topic %s: %d partitions, RF %d, config %s",
+                        "created topic %s (id %s): %d partitions, RF %d, config %s",
                         topic.name,
+                        topic_id_str(topic_id),
                         len(assignment),
                         rf,
                         config,
@@ -138,13 +158,12 @@ class TopicHandlers:
             if not done:
                 for name in created:
                     if not self.cache.has_leaders(name, created[name]):
-                        old = results[name]
+                        # As Kafka: the error, the id kept, the rest reset.
                         results[name] = _create_result(
                             name,
                             ErrorCode.REQUEST_TIMED_OUT,
                             "topic created, but its leaders were not elected within the timeout",
-                            old.num_partitions,
-                            old.replication_factor,
+                            topic_id=results[name].topic_id,
                         )
         return m.CreateTopicsResponse(throttle_time_ms=0, topics=list(results.values()))
 
@@ -162,7 +181,7 @@ class TopicHandlers:
 
     async def _plan_topic(
         self, topic: m.CreateTopicsTopic, live: set[int], budget: PartitionBudget
-    ) -> tuple[dict[int, list[int]], dict[str, str]]:
+    ) -> tuple[dict[int, list[int]], dict[str, str], LogConfig]:
         if (problem := topic_name_problem(topic.name)) is not None:
             raise TopicProblem(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if await self.gateway.topic_exists(topic.name):
@@ -188,7 +207,7 @@ class TopicHandlers:
             rf = min(len(replicas) for replicas in assignment.values())
             if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
                 raise TopicProblem(ErrorCode.INVALID_CONFIG, problem)
-        return assignment, config
+        return assignment, config, log_config
 
     def _assign(
         self,
@@ -238,9 +257,12 @@ class TopicHandlers:
 
     async def _write_topic(
         self, name: str, assignment: dict[int, list[int]], config: dict[str, str]
-    ) -> None:
-        if not await self.gateway.create_topic(name, assignment, config):
+    ) -> uuid.UUID:
+        """Create the topic with a new topic id; returns the id."""
+        topic_id = await self.gateway.create_topic(name, assignment, config, new_topic_id())
+        if topic_id is None:
             raise TopicProblem(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        return topic_id
 
     # -- CreatePartitions ---------------------------------------------------------------
     async def create_partitions(
@@ -297,12 +319,11 @@ class TopicHandlers:
         validate_only: bool,
     ) -> int:
         name = topic.name
-        found = await self.gateway.topic_assignment_and_version(name)
-        if found is None:
+        current = await self.gateway.topic_assignment_and_version(name)
+        if current is None:
             raise TopicProblem(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
             )
-        current, version = found
         if await self.gateway.topic_being_deleted(name):
             raise TopicProblem(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"The topic '{name}' is queued for deletion."
@@ -372,10 +393,11 @@ class TopicHandlers:
         _raise_limit(budget.problem_after_assignment(new))
         budget.take(new)
         if not validate_only:
-            extended = zkdata.TopicAssignment(
-                name, {**current.partitions, **{p: tuple(r) for p, r in new.items()}}
+            # The topic id and the version read stay (a conditional set).
+            extended = dataclasses.replace(
+                current, partitions={**current.partitions, **{p: tuple(r) for p, r in new.items()}}
             )
-            if not await self.gateway.add_partitions(extended, version):
+            if not await self.gateway.add_partitions(extended):
                 raise TopicProblem(
                     ErrorCode.INVALID_PARTITIONS,
                     "the topic's assignment changed while partitions were being added (another "
@@ -428,14 +450,15 @@ def _raise_limit(problem: LimitProblem | None) -> None:
 
 
 def _create_result(
-    name: str, code: ErrorCode, message: str | None, partitions: int = -1, rf: int = -1
+    name: str, code: ErrorCode, message: str | None, *, topic_id: bytes = ZERO_TOPIC_ID_BYTES
 ) -> m.CreateTopicsResponseTopic:
     return m.CreateTopicsResponseTopic(
         name=name,
         error_code=code,
         error_message=message,
-        num_partitions=partitions,
-        replication_factor=rf,
+        num_partitions=-1,
+        replication_factor=-1,
+        topic_id=topic_id,
     )
 
 

@@ -1,20 +1,23 @@
 """New and vanished topics (Kafka's TopicChange, onNewPartitionCreation).
 
 How it works: re-read /brokers/topics and diff with the context. For each new topic read
-its assignment and /config/topics/<t> (batched), then the state znodes its partitions may
-already have (a previous controller may have created some), and repair them: partitions
-without a state get their initial one (leader = first live assigned replica, ISR = the
-live assigned replicas, leader epoch 0), created with a fenced create. LeaderAndIsr
-(is_new) goes to the replicas, UpdateMetadata to every broker. Partitions with no live
-replica stay uninitialized until one of their brokers registers (broker startup
-initializes them). A topic whose znode vanished without our deletion is dropped.
+its assignment and /config/topics/<t> (batched), give it a topic id if its creator did
+not (written back to the znode, as Kafka 2.8's controller does), then read the state
+znodes its partitions may already have (a previous controller may have created some),
+and repair them: partitions without a state get their initial one (leader = first live
+assigned replica, ISR = the live assigned replicas, leader epoch 0), created with a
+fenced create. LeaderAndIsr (is_new) goes to the replicas, UpdateMetadata to every
+broker. Partitions with no live replica stay uninitialized until one of their brokers
+registers (broker startup initializes them). A topic whose znode vanished without our
+deletion is dropped.
 
 Partitions added to an existing topic (Kafka's PartitionModificationsHandler): the
 controller keeps a one-shot watch on every topic's /brokers/topics/<t> znode (armed when
 the topic appears, at failover, and again each time it fires). When it fires, the
 assignment is re-read and partitions the context does not know are added and brought
 online exactly like a new topic's (`repair_partitions`, LeaderAndIsr is_new,
-UpdateMetadata). Other changes to the znode (reassignments) add nothing here.
+UpdateMetadata). Other changes to the znode (reassignments, the controller's own writes
+of a topic id) add nothing here.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ async def on_topic_change(active: ActiveController, event: object = None) -> Non
     if not added:
         return
     assignments, configs = await active.store.read_topics(added)
+    assignments.update(await active.store.set_topic_ids(assignments.values()))
     new_partitions = []
     for topic, assignment in assignments.items():
         ctx.add_topic(assignment, configs.get(topic))

@@ -13,6 +13,7 @@ import datetime
 import io
 import struct
 import time
+import uuid
 
 import pytest
 import trio
@@ -23,6 +24,7 @@ from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v6 import request as list_offsets_v6
 from kio.schema.metadata.v0 import request as metadata_v0
+from kio.schema.metadata.v11 import request as metadata_v11
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from kio.schema.produce.v3 import request as produce_v3
@@ -30,6 +32,7 @@ from kio.schema.produce.v9 import request as produce_v9
 from kio.serial import entity_reader, entity_writer
 
 from broker.config import BrokerConfig
+from client.protocol.topic_ids import ZERO_TOPIC_ID
 from client.protocol.types import TopicPartition
 from server_common.properties import ConfigError
 from tests.support.cluster import open_test_cluster
@@ -42,10 +45,13 @@ KAFKA_LISTENER = {
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
+INVALID_TOPIC_EXCEPTION = 17
 NOT_ENOUGH_REPLICAS = 19
 FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+UNKNOWN_TOPIC_ID = 100
 
 
 def kafka_cluster(brokers: int = 1, topics: dict[str, int] | None = None):
@@ -303,6 +309,56 @@ async def test_api_versions_and_metadata_describe_the_kafka_listener():
         # v0: an empty topic list means every topic.
         everything = await wire.call(metadata_v0.MetadataRequest(topics=()))
         assert "t" in {t.name for t in everything.topics}
+        await wire.aclose()
+
+
+def metadata_request(version, *topics: tuple[uuid.UUID | None, str | None]):
+    module = {11: metadata_v11, 12: metadata_v12}[version]
+    return module.MetadataRequest(
+        topics=tuple(module.MetadataRequestTopic(topic_id=i, name=n) for i, n in topics),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+async def test_metadata_answers_topic_ids_and_refuses_illegal_topic_names():
+    async with kafka_cluster(3, topics={"t": 2, "u": 1}) as cluster:
+        ids = cluster.controller.context.topic_ids
+        assert ids["t"] != ids["u"] and ZERO_TOPIC_ID not in ids.values()
+        for broker_id in (1, 2, 3):
+            wire = await KafkaWire.open(cluster, broker_id)
+            answer = await wire.call(metadata_request(12, (None, "t"), (None, "u")))
+            assert [(t.name, t.error_code, t.topic_id) for t in answer.topics] == [
+                ("t", NONE, ids["t"]),
+                ("u", NONE, ids["u"]),
+            ]
+            await wire.aclose()
+
+        wire = await KafkaWire.open(cluster, 1)
+        # v12 asks by id: the answer names the topic; an id no topic has is UNKNOWN_TOPIC_ID.
+        stranger = uuid.uuid4()
+        by_id = await wire.call(metadata_request(12, (ids["u"], None), (stranger, None)))
+        assert [(t.name, t.error_code, t.topic_id) for t in by_id.topics] == [
+            ("u", NONE, ids["u"]),
+            (None, UNKNOWN_TOPIC_ID, stranger),
+        ]
+        assert len(by_id.topics[0].partitions) == 1
+        # Kafka 2.8 refuses topic ids before v12.
+        refused = await wire.call(metadata_request(11, (ids["t"], "t")))
+        assert [t.error_code for t in refused.topics] == [INVALID_REQUEST]
+
+        # Names no topic can have are INVALID_TOPIC_EXCEPTION, not unknown (Kafka's
+        # Topic.validate): illegal characters, too long, "." and "..".
+        illegal = ["bad$#!", "x" * 250, ".", ".."]
+        answer = await wire.call(metadata_request(12, *[(None, n) for n in [*illegal, "x" * 249]]))
+        assert [(t.name, t.error_code, t.topic_id) for t in answer.topics] == [
+            *[(n, INVALID_TOPIC_EXCEPTION, None) for n in illegal],
+            ("x" * 249, UNKNOWN_TOPIC_OR_PARTITION, None),
+        ]
+        old = await wire.call(
+            metadata_v0.MetadataRequest(topics=(metadata_v0.MetadataRequestTopic(name="bad$#!"),))
+        )
+        assert [(t.name, t.error_code) for t in old.topics] == [("bad$#!", INVALID_TOPIC_EXCEPTION)]
         await wire.aclose()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import uuid
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 
+TOPIC_ID = uuid.UUID("6f1c3e2a-9b0d-4c8e-a1f2-3b4c5d6e7f80")
 TRANSLATIONS = {**translate_admin.TRANSLATIONS, **translate_groups.TRANSLATIONS}
 VERSIONS = [
     (api_key, version)
@@ -519,7 +521,20 @@ NATIVE_RESPONSES: dict[int, Any] = {
         throttle_time_ms=0,
         topics=[
             m.CreateTopicsResponseTopic(
-                name="a", error_code=0, error_message=None, num_partitions=3, replication_factor=2
+                name="a",
+                error_code=0,
+                error_message=None,
+                num_partitions=3,
+                replication_factor=2,
+                topic_id=TOPIC_ID.bytes,
+                configs=[
+                    m.CreateTopicsResponseConfig(
+                        name="cleanup.policy", value="delete", is_default=True
+                    ),
+                    m.CreateTopicsResponseConfig(
+                        name="retention.ms", value="1000", is_default=False
+                    ),
+                ],
             ),
             m.CreateTopicsResponseTopic(
                 name="b",
@@ -694,6 +709,16 @@ def check_response(api_key: int, version: int, r: Any) -> None:
             ("a", 0, None),
             ("b", ErrorCode.INVALID_REPLICA_ASSIGNMENT, "brokers not live: [3]"),
         ]
+        if since(5):
+            a, b = r.topics
+            assert (a.num_partitions, a.replication_factor) == (3, 2)
+            assert [(c.name, c.value, c.config_source) for c in a.configs] == [
+                ("cleanup.policy", "delete", translate_admin.DEFAULT_CONFIG),
+                ("retention.ms", "1000", translate_admin.DYNAMIC_TOPIC_CONFIG),
+            ]
+            assert (b.num_partitions, b.replication_factor, b.configs) == (-1, -1, ())
+        if since(7):  # kio reads the zero id as None
+            assert [t.topic_id for t in r.topics] == [TOPIC_ID, None]
     elif api_key == ApiKey.DELETE_TOPICS:
         assert [(t.name, t.error_code) for t in r.responses] == [
             ("a", 0),

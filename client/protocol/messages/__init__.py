@@ -43,6 +43,7 @@ from client.protocol.messages.controller import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    UpdateMetadataTopicId,
 )
 from client.protocol.messages.data import (
     CONSUMER_REPLICA_ID,
@@ -179,6 +180,7 @@ from client.protocol.messages.topics import (
     CreateTopicsConfig,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    CreateTopicsResponseConfig,
     CreateTopicsResponseTopic,
     CreateTopicsTopic,
     DeleteRecordsPartition,
@@ -228,6 +230,7 @@ __all__ = [
     "CreateTopicsConfig",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "CreateTopicsResponseConfig",
     "CreateTopicsResponseTopic",
     "CreateTopicsTopic",
     "DeleteGroupsRequest",
@@ -354,6 +357,7 @@ __all__ = [
     "UpdateMetadataPartitionState",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
+    "UpdateMetadataTopicId",
     "VerifyLogDirsPartition",
     "VerifyLogDirsRange",
     "VerifyLogDirsRequest",
