@@ -20,6 +20,7 @@ import trio
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v6 import request as list_offsets_v6
@@ -32,6 +33,7 @@ from kio.schema.produce.v9 import request as produce_v9
 from kio.serial import entity_reader, entity_writer
 
 from broker.config import BrokerConfig
+from broker.kafka.translate_admin import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from client.protocol.topic_ids import ZERO_TOPIC_ID
 from client.protocol.types import TopicPartition
 from server_common.properties import ConfigError
@@ -48,6 +50,7 @@ NOT_LEADER_OR_FOLLOWER = 6
 INVALID_TOPIC_EXCEPTION = 17
 NOT_ENOUGH_REPLICAS = 19
 FETCH_SESSION_ID_NOT_FOUND = 70
+TOPIC_ALREADY_EXISTS = 36
 INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
@@ -359,6 +362,51 @@ async def test_metadata_answers_topic_ids_and_refuses_illegal_topic_names():
             metadata_v0.MetadataRequest(topics=(metadata_v0.MetadataRequestTopic(name="bad$#!"),))
         )
         assert [(t.name, t.error_code) for t in old.topics] == [("bad$#!", INVALID_TOPIC_EXCEPTION)]
+        await wire.aclose()
+
+
+async def test_create_topics_v7_answers_the_new_topics_id_and_configs():
+    async with kafka_cluster(3) as cluster:
+        wire = await KafkaWire.open(cluster, 3)
+
+        def create(name: str, **extra):
+            return create_topics_v7.CreateTopicsRequest(
+                topics=(
+                    create_topics_v7.CreatableTopic(
+                        name=name,
+                        num_partitions=2,
+                        replication_factor=2,
+                        assignments=(),
+                        configs=(
+                            create_topics_v7.CreatableTopicConfig(
+                                name="retention.ms", value="60000"
+                            ),
+                        ),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=30),
+                **extra,
+            )
+
+        dry = await wire.call(create("dry", validate_only=True))
+        (result,) = dry.topics
+        assert (result.error_code, result.topic_id) == (NONE, None)  # nothing created
+        assert (result.num_partitions, result.replication_factor) == (2, 2)
+
+        created = await wire.call(create("fresh"))
+        (result,) = created.topics
+        assert result.error_code == NONE and result.topic_id is not None
+        assert result.topic_id == cluster.controller.context.topic_ids["fresh"]
+        configs = {c.name: (c.value, c.config_source) for c in result.configs}
+        assert configs["retention.ms"] == ("60000", DYNAMIC_TOPIC_CONFIG)
+        assert configs["cleanup.policy"] == ("delete", DEFAULT_CONFIG)
+        answer = await wire.call(metadata_request(12, (None, "fresh")))
+        assert answer.topics[0].topic_id == result.topic_id
+
+        again = await wire.call(create("fresh"))
+        (result,) = again.topics
+        assert result.error_code == TOPIC_ALREADY_EXISTS
+        assert (result.topic_id, result.num_partitions, result.configs) == (None, -1, ())
         await wire.aclose()
 
 
