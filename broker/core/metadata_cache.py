@@ -100,6 +100,12 @@ class MetadataCache:
         """The topic's id; the zero id when it has none (or is unknown)."""
         return self.topic_ids.get(topic, ZERO_TOPIC_ID)
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The topic with this id, None if none has it."""
+        if topic_id == ZERO_TOPIC_ID:
+            return None
+        return next((t for t, i in self.topic_ids.items() if i == topic_id), None)
+
     def contains_partition(self, tp: TopicPartition) -> bool:
         return tp.partition in self.topics.get(tp.topic, {})
 

@@ -11,12 +11,12 @@ produce right after; it carries each new topic's id, partition count, replicatio
 factor and every config (override or default), as Kafka's v5+/v7 answers do.
 CreatePartitions extends /brokers/topics/<t> with a conditional set, keeping its topic
 id (the controller watches each topic znode and brings new partitions online) and waits
-the same way. Partition counts and
-replication factors are checked against the limits (`core/partition_limits.py`) before
-any assignment is built. DeleteTopics marks /admin/delete_topics/<t> and waits for the
-topic to leave the metadata. All of it goes through the broker's ZooKeeper gateway; the
-waits watch the metadata cache (`MetadataChanges`). `TopicProblem` and
-`min_isr_problem` are the validation the config handlers (configs.py) share.
+the same way. Partition counts and replication factors are checked against the limits
+(`core/partition_limits.py`) before any assignment is built. DeleteTopics (by name, or
+by topic id as Kafka's v6 allows) marks /admin/delete_topics/<t> and waits for the topic
+to leave the metadata. All of it goes through the broker's ZooKeeper gateway; the waits
+watch the metadata cache (`MetadataChanges`). `TopicProblem` and `min_isr_problem` are
+the validation the config handlers (configs.py) share.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from client.protocol.topic_ids import (
     ZERO_TOPIC_ID_BYTES,
     new_topic_id,
     topic_id_bytes,
+    topic_id_of_bytes,
     topic_id_str,
 )
 from client.protocol.types import topic_name_problem
@@ -408,35 +409,48 @@ class TopicHandlers:
 
     # -- DeleteTopics -------------------------------------------------------------------
     async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
-        responses: dict[str, m.DeleteTopicsResponseTopic] = {}
-        marked: list[str] = []
-        for name in request.topic_names:
+        """Mark each topic for deletion and wait until it left this broker's metadata.
+        Topics named by id are looked up in this broker's metadata (an id no topic has is
+        UNKNOWN_TOPIC_ID); each answer carries the id it was asked by."""
+        asked = [(name, ZERO_TOPIC_ID_BYTES) for name in request.topic_names]
+        for raw in request.topic_ids:
+            asked_id = topic_id_of_bytes(raw)
+            asked.append((self.cache.topic_name(asked_id) or "", topic_id_bytes(asked_id)))
+        responses: dict[tuple[str, bytes], m.DeleteTopicsResponseTopic] = {}
+        marked: list[tuple[str, bytes]] = []
+        for key in asked:
+            name = key[0]
+            if not name:
+                responses[key] = _delete_result(
+                    key, ErrorCode.UNKNOWN_TOPIC_ID, "no topic has this topic id"
+                )
+                continue
             if not self.topic_defaults.delete_topic_enable:
-                responses[name] = _delete_result(
-                    name, ErrorCode.POLICY_VIOLATION, "topic deletion is disabled on this broker"
+                responses[key] = _delete_result(
+                    key, ErrorCode.POLICY_VIOLATION, "topic deletion is disabled on this broker"
                 )
                 continue
             # What this broker's metadata shows, as Kafka does: a topic on its way out (no
             # longer in the metadata, its znodes not yet removed) is unknown, not deleted twice.
             if not self.cache.contains_topic(name):
-                responses[name] = _delete_result(
-                    name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+                responses[key] = _delete_result(
+                    key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
                 )
                 continue
             await self.gateway.mark_topic_for_deletion(name)
-            marked.append(name)
-            responses[name] = _delete_result(name, ErrorCode.NONE, None)
+            marked.append(key)
+            responses[key] = _delete_result(key, ErrorCode.NONE, None)
         if marked:
             cache = self.cache
 
             def gone() -> bool:
-                return not any(cache.contains_topic(n) for n in marked)
+                return not any(cache.contains_topic(n) for n, _ in marked)
 
             if not await self.metadata_changes.wait_for(gone, request.timeout_ms / 1000):
-                for name in marked:
-                    if cache.contains_topic(name):
-                        responses[name] = _delete_result(
-                            name,
+                for key in marked:
+                    if cache.contains_topic(key[0]):
+                        responses[key] = _delete_result(
+                            key,
                             ErrorCode.REQUEST_TIMED_OUT,
                             "marked for deletion; not yet deleted within the timeout",
                         )
@@ -462,5 +476,10 @@ def _create_result(
     )
 
 
-def _delete_result(name: str, code: ErrorCode, message: str | None) -> m.DeleteTopicsResponseTopic:
-    return m.DeleteTopicsResponseTopic(name=name, error_code=code, error_message=message)
+def _delete_result(
+    key: tuple[str, bytes], code: ErrorCode, message: str | None
+) -> m.DeleteTopicsResponseTopic:
+    name, topic_id = key
+    return m.DeleteTopicsResponseTopic(
+        name=name, error_code=code, error_message=message, topic_id=topic_id
+    )

@@ -21,6 +21,7 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7 import request as create_topics_v7
+from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v6 import request as list_offsets_v6
@@ -407,6 +408,33 @@ async def test_create_topics_v7_answers_the_new_topics_id_and_configs():
         (result,) = again.topics
         assert result.error_code == TOPIC_ALREADY_EXISTS
         assert (result.topic_id, result.num_partitions, result.configs) == (None, -1, ())
+        await wire.aclose()
+
+
+async def test_delete_topics_v6_by_topic_id():
+    async with kafka_cluster(3, topics={"doomed": 2, "kept": 1}) as cluster:
+        ids = dict(cluster.controller.context.topic_ids)
+        wire = await KafkaWire.open(cluster, 2)
+
+        def delete(*topics: tuple[str | None, uuid.UUID | None]):
+            return delete_topics_v6.DeleteTopicsRequest(
+                topics=tuple(
+                    delete_topics_v6.DeleteTopicState(name=n, topic_id=i) for n, i in topics
+                ),
+                timeout=datetime.timedelta(seconds=30),
+            )
+
+        both = await wire.call(delete(("kept", ids["kept"])))
+        assert [t.error_code for t in both.responses] == [INVALID_REQUEST]
+        stranger = uuid.uuid4()
+        answer = await wire.call(delete((None, ids["doomed"]), (None, stranger)))
+        assert [(t.name, t.topic_id, t.error_code) for t in answer.responses] == [
+            ("doomed", ids["doomed"], NONE),
+            (None, stranger, UNKNOWN_TOPIC_ID),
+        ]
+        for broker in cluster.live():
+            assert not broker.server.metadata_cache.contains_topic("doomed")
+            assert broker.server.metadata_cache.contains_topic("kept")
         await wire.aclose()
 
 

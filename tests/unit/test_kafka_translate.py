@@ -200,7 +200,11 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "timeout": 5_000,
         "validate_only": True,
     },
-    ApiKey.DELETE_TOPICS: {"topic_names": ["a", "b"], "timeout": 1_500},
+    ApiKey.DELETE_TOPICS: {
+        "topic_names": ["a", "b"],  # v0-5
+        "topics": [{"name": "a", "topic_id": None}, {"topic_id": TOPIC_ID}],  # v6
+        "timeout": 1_500,
+    },
     ApiKey.DELETE_RECORDS: {
         "topics": [
             {
@@ -349,7 +353,11 @@ def expected_native(api_key: int, version: int) -> Any:
             validate_only=True,
         )
     if api_key == ApiKey.DELETE_TOPICS:
-        return m.DeleteTopicsRequest(topic_names=["a", "b"], timeout_ms=1_500)
+        return m.DeleteTopicsRequest(
+            topic_names=since(6, ["a"], ["a", "b"]),
+            topic_ids=since(6, [TOPIC_ID.bytes], []),
+            timeout_ms=1_500,
+        )
     if api_key == ApiKey.DELETE_RECORDS:
         return m.DeleteRecordsRequest(
             topics=[
@@ -554,6 +562,12 @@ NATIVE_RESPONSES: dict[int, Any] = {
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 error_message="topic 'b' does not exist",
             ),
+            m.DeleteTopicsResponseTopic(
+                name="",
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                error_message="no topic has this topic id",
+                topic_id=TOPIC_ID.bytes,
+            ),
         ],
     ),
     ApiKey.DELETE_RECORDS: m.DeleteRecordsResponse(
@@ -720,12 +734,16 @@ def check_response(api_key: int, version: int, r: Any) -> None:
         if since(7):  # kio reads the zero id as None
             assert [t.topic_id for t in r.topics] == [TOPIC_ID, None]
     elif api_key == ApiKey.DELETE_TOPICS:
+        # Before v6 names are not nullable: an unknown id's "" stays "" (never sent then).
         assert [(t.name, t.error_code) for t in r.responses] == [
             ("a", 0),
             ("b", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            (None if since(6) else "", ErrorCode.UNKNOWN_TOPIC_ID),
         ]
         if since(5):
             assert r.responses[1].error_message == "topic 'b' does not exist"
+        if since(6):
+            assert [t.topic_id for t in r.responses] == [None, None, TOPIC_ID]
     elif api_key == ApiKey.DELETE_RECORDS:
         assert [
             (t.name, p.partition_index, p.low_watermark, p.error_code)

@@ -82,13 +82,16 @@ class CreateTopicsResponse:
 class DeleteTopicsRequest:
     topic_names: list[str]
     timeout_ms: int
+    # Topics named by id instead (16 bytes each; Kafka's DeleteTopics v6).
+    topic_ids: list[bytes] = empty_list()
 
 
 @struct
 class DeleteTopicsResponseTopic:
-    name: str
+    name: str  # "" for an id no topic has
     error_code: int
     error_message: str | None
+    topic_id: bytes = ZERO_TOPIC_ID_BYTES  # the id asked for (zeros when asked by name)
 
 
 @struct
