@@ -257,6 +257,26 @@ async def test_ids_survive_partition_additions_reassignments_and_controller_fail
         assert broker_ids(cluster, "t") == {topic_id}
 
 
+async def test_a_znode_rewritten_without_its_id_gets_it_back():
+    async with open_test_cluster(3, topics={"t": 1}) as cluster:
+        topic_id = await agreed_id(cluster, "t")
+        current = await znode(cluster, "t")
+        # A broker of an older version adds a partition: it writes no topic id.
+        older = TopicAssignment("t", {**current.partitions, 1: (2, 3)})
+        zk = cluster.zookeeper.client()
+        await zk.start()
+        try:
+            await zk.set(zkdata.topic_path("t"), older.encode(), current.zk_version)
+        finally:
+            await zk.stop()
+        await cluster.until(
+            lambda: all(b.server.metadata_cache.has_leaders("t", 2) for b in cluster.live()),
+            "the new partition is online",
+        )
+        assert await agreed_id(cluster, "t") == topic_id
+        assert (await znode(cluster, "t")).partitions == older.partitions
+
+
 async def test_a_topic_deleted_and_created_again_gets_a_new_id():
     async with open_test_cluster(3, topics={"t": 2}) as cluster:
         first = await agreed_id(cluster, "t")
