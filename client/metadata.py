@@ -2,8 +2,9 @@
 
 How it works:
 - `ClusterView` is an immutable snapshot built from one Metadata response: broker
-  endpoints, the controller id, and per topic its partitions (leader, leader epoch,
-  replicas, ISR, offline replicas) or the error the broker gave for it. Lookups are plain
+  endpoints, the controller id, and per topic its id (KIP-516; None from a broker that
+  gives none) and partitions (leader, leader epoch, replicas, ISR, offline replicas) or
+  the error the broker gave for it. Lookups are plain
   functions of the snapshot (`leader_for`, `partitions_for`, `available_partitions`...).
 - `Metadata` (the Trio shell) keeps the current snapshot fresh. `refresh()` asks any live
   broker: the brokers it already knows first (starting with the last one that answered),
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ import trio
 from client.connection import BrokerConnectionError, ConnectionPool
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError
+from client.protocol.topic_ids import ZERO_TOPIC_ID, topic_id_of_bytes
 from client.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -128,6 +131,7 @@ class TopicInfo:
     error: ErrorCode
     is_internal: bool
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    topic_id: uuid.UUID | None = None  # None: the broker gave none
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -190,8 +194,15 @@ class ClusterView:
                 )
                 for p in t.partitions
             }
+            topic_id = topic_id_of_bytes(t.topic_id)
             topics.append(
-                TopicInfo(t.name, ErrorCode.from_code(t.error_code), t.is_internal, partitions)
+                TopicInfo(
+                    t.name,
+                    ErrorCode.from_code(t.error_code),
+                    t.is_internal,
+                    partitions,
+                    None if topic_id == ZERO_TOPIC_ID else topic_id,
+                )
             )
         return cls(
             (BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers),

@@ -39,7 +39,7 @@ from controller.events import (
 )
 from controller.zk_store import ZkStore
 from server_common import zkdata
-from server_common.zk import ZooKeeper
+from server_common.zk import ZnodeStat, ZooKeeper
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class ActiveController:
         event = Queued(ReassigningPartitionChanged(tp, self.ctx.epoch), enqueued_at=None)
         await self.zk.get_and_watch_once(path, self.queue.sender, event)
 
-    async def watch_topic(self, topic: str) -> tuple[bytes, object] | None:
+    async def watch_topic(self, topic: str) -> tuple[bytes, ZnodeStat] | None:
         """Read a topic's assignment znode and leave a one-shot watch on it: its next change
         (partitions added, a reassignment, deletion) queues a `PartitionModifications`."""
         path = zkdata.topic_path(topic)

@@ -10,6 +10,8 @@ How it works:
   written and `ControllerMovedError` tells the caller to resign. Writes of many znodes
   are one multi per znode, pipelined, so one partition's version conflict does not
   undo the others.
+- Topic ids (KIP-516): a topic loaded without one gets one (`set_topic_ids`), written
+  back with a conditional set of its znode at the version it was read at.
 - Partition state writes are conditional on the version the decision was made from
   (`StateChange.old.zk_version`) or are creates; a conflict (BadVersion, NodeExists,
   NoNode) is reported back per partition for the caller to re-read and decide again.
@@ -18,9 +20,11 @@ How it works:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
+from client.protocol.topic_ids import new_topic_id
 from client.protocol.types import TopicPartition
 from controller.core.context import BrokerInfo
 from controller.core.state_change import StateChange
@@ -37,6 +41,9 @@ from server_common.zk import (
 from server_common.zkdata import LeaderAndIsr, TopicAssignment, ZkDataError
 
 log = logging.getLogger(__name__)
+
+# Rounds of "set the topic id, re-read a znode that changed meanwhile" per topic.
+MAX_TOPIC_ID_ROUNDS = 5
 
 
 class ControllerMovedError(Exception):
@@ -87,30 +94,27 @@ class ZkStore:
     async def read_topic_names(self) -> list[str]:
         return sorted(await self.zk.get_children_or_empty(zkdata.BROKERS_TOPICS))
 
+    async def read_assignments(self, names: Sequence[str]) -> dict[str, TopicAssignment]:
+        """The topic znodes of `names`, with the versions they were read at (topics whose
+        znode is gone or unreadable are left out)."""
+        names = list(names)
+        results = await self.zk.get_many([zkdata.topic_path(t) for t in names])
+        topics: dict[str, TopicAssignment] = {}
+        for name, result in zip(names, results, strict=True):
+            if result is None:
+                continue
+            try:
+                topics[name] = TopicAssignment.decode(name, result[0], result[1].version)
+            except ZkDataError as exc:
+                log.warning("ignoring topic %s: %s", name, exc)
+        return topics
+
     async def read_topics(
         self, names: Sequence[str]
     ) -> tuple[dict[str, TopicAssignment], dict[str, dict[str, str]]]:
         """Assignments and configs of `names` (topics whose znode is gone are left out)."""
-        names = list(names)
-        assignments = await self.zk.get_many([zkdata.topic_path(t) for t in names])
-        configs = await self.zk.get_many([zkdata.topic_config_path(t) for t in names])
-        topics: dict[str, TopicAssignment] = {}
-        topic_configs: dict[str, dict[str, str]] = {}
-        for name, assignment, config in zip(names, assignments, configs, strict=True):
-            if assignment is None:
-                continue
-            try:
-                topics[name] = TopicAssignment.decode(name, assignment[0])
-            except ZkDataError as exc:
-                log.warning("ignoring topic %s: %s", name, exc)
-                continue
-            topic_configs[name] = {}
-            if config is not None:
-                try:
-                    topic_configs[name] = zkdata.decode_topic_config(name, config[0])
-                except ZkDataError as exc:
-                    log.warning("topic %s: bad config znode, using defaults: %s", name, exc)
-        return topics, topic_configs
+        topics = await self.read_assignments(names)
+        return topics, await self.read_configs(list(topics))
 
     async def read_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
         names = list(names)
@@ -260,6 +264,48 @@ class ZkStore:
         result = await self._commit_one(ZkOp.set(path, assignment.encode()))
         if isinstance(result, Exception):
             raise result
+
+    async def set_topic_ids(
+        self,
+        assignments: Iterable[TopicAssignment],
+        new_id: Callable[[], uuid.UUID] = new_topic_id,
+    ) -> dict[str, TopicAssignment]:
+        """Give every topic loaded without an id a new one (Kafka 2.8's controller does
+        this when it loads topics: `setTopicIds`). Each write is a fenced conditional set
+        of the topic znode at the version it was read at; a znode changed since (a
+        partition addition, say) is read again and tried again, a few rounds at most, and
+        one that is gone is left out. Returns the topics that have an id now, as written
+        (or as found, if an id got there first)."""
+        done: dict[str, TopicAssignment] = {}
+        pending = [a for a in assignments if a.topic_id is None]
+        for _ in range(MAX_TOPIC_ID_ROUNDS):
+            if not pending:
+                break
+            with_ids = [replace(a, topic_id=new_id()) for a in pending]
+            results = await self._commit(
+                [[ZkOp.set(zkdata.topic_path(a.topic), a.encode(), a.zk_version)] for a in with_ids]
+            )
+            conflicts = []
+            for assignment, (result,) in zip(with_ids, results, strict=True):
+                if isinstance(result, BadVersionError):
+                    conflicts.append(assignment.topic)
+                elif isinstance(result, NoNodeError):
+                    continue  # deleted meanwhile: the topic watch forgets it
+                elif isinstance(result, Exception):
+                    raise result
+                else:
+                    done[assignment.topic] = replace(assignment, zk_version=result.version)
+                    log.info("topic %s: assigned topic id %s", assignment.topic, assignment.id_text)
+            fresh = await self.read_assignments(conflicts) if conflicts else {}
+            done.update({t: a for t, a in fresh.items() if a.topic_id is not None})
+            pending = [a for a in fresh.values() if a.topic_id is None]
+        if pending:
+            log.error(
+                "gave up giving a topic id to %s after %d rounds of conflicting writes",
+                ", ".join(a.topic for a in pending),
+                MAX_TOPIC_ID_ROUNDS,
+            )
+        return done
 
     async def set_or_delete(self, path: str, data: bytes | None) -> None:
         """Overwrite `path` with `data`, or delete it when `data` is None (absent: fine)."""

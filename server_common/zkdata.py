@@ -7,7 +7,10 @@ the CLI. Decoders raise `ZkDataError` for malformed znodes instead of crashing c
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
+
+from client.protocol.topic_ids import ZERO_TOPIC_ID, parse_topic_id, topic_id_str
 
 BROKERS_IDS = "/brokers/ids"
 BROKERS_TOPICS = "/brokers/topics"
@@ -182,26 +185,42 @@ class BrokerRegistration:
 # -- /brokers/topics/<t> ---------------------------------------------------------------
 @dataclass(frozen=True)
 class TopicAssignment:
+    """A topic's replica assignment and id, as Kafka 2.8's TopicZNode holds them.
+
+    With an id the znode is version 3 and carries `"topic_id"` (Kafka's base64 text);
+    without one (a topic created before ids existed) it is version 2 and the controller
+    gives it one when it loads the topic. A zero id in a znode counts as none.
+    `zk_version` is the znode version the value was read at (-1: not read), for a
+    conditional set; it is not part of the value."""
+
     topic: str
     partitions: dict[int, tuple[int, ...]]
     adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_id: uuid.UUID | None = None
+    zk_version: int = field(default=-1, compare=False)
+
+    @property
+    def id_text(self) -> str | None:
+        """The id as the znode writes it (Kafka's base64 text), None without one."""
+        return None if self.topic_id is None else topic_id_str(self.topic_id)
 
     def encode(self) -> bytes:
         def as_json(mapping: dict[int, tuple[int, ...]]) -> dict[str, list[int]]:
             return {str(p): list(r) for p, r in sorted(mapping.items())}
 
-        return _dumps(
-            {
-                "version": 2,
-                "partitions": as_json(self.partitions),
-                "adding_replicas": as_json(self.adding_replicas),
-                "removing_replicas": as_json(self.removing_replicas),
-            }
-        )
+        body: dict = {
+            "version": 2 if self.topic_id is None else 3,
+            "partitions": as_json(self.partitions),
+            "adding_replicas": as_json(self.adding_replicas),
+            "removing_replicas": as_json(self.removing_replicas),
+        }
+        if self.topic_id is not None:
+            body["topic_id"] = self.id_text
+        return _dumps(body)
 
     @classmethod
-    def decode(cls, topic: str, data: bytes) -> TopicAssignment:
+    def decode(cls, topic: str, data: bytes, zk_version: int = -1) -> TopicAssignment:
         path = topic_path(topic)
         obj = _loads(data, path)
 
@@ -220,11 +239,21 @@ class TopicAssignment:
                 result[partition] = _int_list({"r": replicas}, "r", f"{path} {key}[{p}]")
             return result
 
+        topic_id = None
+        if obj.get("topic_id") is not None:
+            try:
+                topic_id = parse_topic_id(obj["topic_id"])
+            except ValueError as exc:
+                raise ZkDataError(f"{path}: bad topic_id ({exc})") from None
+            if topic_id == ZERO_TOPIC_ID:
+                topic_id = None
         return cls(
             topic=topic,
             partitions=parse("partitions", True),
             adding_replicas=parse("adding_replicas", False),
             removing_replicas=parse("removing_replicas", False),
+            topic_id=topic_id,
+            zk_version=zk_version,
         )
 
 

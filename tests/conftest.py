@@ -112,6 +112,7 @@ EXPECTED_SECONDS = {
     "tests/sim/test_replication_properties.py": 18,
     "tests/unit/test_protocol_roundtrip.py": 16,
     "tests/unit/test_protocol_framing.py": 15,
+    "tests/integration/test_topic_ids.py": 15,
     "tests/integration/test_scrub_repair.py": 14,
 }
 

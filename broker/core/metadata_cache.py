@@ -1,9 +1,11 @@
 """The broker's view of the cluster, filled by the controller's UpdateMetadata requests.
 
 How it works: each UpdateMetadata carries partition states (leader, epoch, ISR,
-replicas, offline replicas) and the full list of live brokers; the cache replaces the
-brokers and merges the partitions. A partition whose leader is `LEADER_DURING_DELETE`
-is being deleted and leaves the cache. Metadata requests, "is this partition known?"
+replicas, offline replicas), the ids of their topics (KIP-516) and the full list of live
+brokers; the cache replaces the brokers and merges the partitions and ids. A partition
+whose leader is `LEADER_DURING_DELETE` is being deleted and leaves the cache; its topic's
+id leaves with the topic's last partition, so a topic created again under the same name
+shows the new id. Metadata requests, "is this partition known?"
 checks and the CreateTopics/DeleteTopics waits all read from here.
 
 Leaders named in LeaderAndIsr (`live_leaders`) may not be in an UpdateMetadata yet: their
@@ -13,8 +15,11 @@ once; `endpoint(id)` prefers the live broker list and falls back to them.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from client.protocol.topic_ids import ZERO_TOPIC_ID
 from client.protocol.types import TopicPartition
 from server_common.zkdata import LEADER_DURING_DELETE
 
@@ -54,6 +59,7 @@ class MetadataCache:
         self.controller_epoch = -1
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.topics: dict[str, dict[int, PartitionMetadata]] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
         self.version = 0  # bumped on every update: waiters compare it
         self._remembered: dict[int, BrokerEndpoint] = {}
 
@@ -63,6 +69,7 @@ class MetadataCache:
         controller_epoch: int,
         partitions: list[tuple[TopicPartition, PartitionMetadata]],
         live_brokers: list[BrokerEndpoint],
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> list[TopicPartition]:
         """Apply an UpdateMetadata. Returns the partitions that were deleted."""
         self.controller_id = controller_id
@@ -72,18 +79,32 @@ class MetadataCache:
         deleted = []
         for tp, state in partitions:
             if state.leader == LEADER_DURING_DELETE:
-                topic = self.topics.get(tp.topic)
-                if topic is not None and topic.pop(tp.partition, None) is not None:
+                parts = self.topics.get(tp.topic)
+                if parts is not None and parts.pop(tp.partition, None) is not None:
                     deleted.append(tp)
-                    if not topic:
+                    if not parts:
                         del self.topics[tp.topic]
+                        self.topic_ids.pop(tp.topic, None)
                 continue
             self.topics.setdefault(tp.topic, {})[tp.partition] = state
+        for name, topic_id in (topic_ids or {}).items():
+            if name in self.topics and topic_id != ZERO_TOPIC_ID:
+                self.topic_ids[name] = topic_id
         self.version += 1
         return deleted
 
     def contains_topic(self, topic: str) -> bool:
         return topic in self.topics
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id; the zero id when it has none (or is unknown)."""
+        return self.topic_ids.get(topic, ZERO_TOPIC_ID)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The topic with this id, None if none has it."""
+        if topic_id == ZERO_TOPIC_ID:
+            return None
+        return next((t for t, i in self.topic_ids.items() if i == topic_id), None)
 
     def contains_partition(self, tp: TopicPartition) -> bool:
         return tp.partition in self.topics.get(tp.topic, {})

@@ -7,8 +7,9 @@ registration of this broker, before a ZooKeeper session loss, is STALE_BROKER_EP
 loads the topics' configs (min.insync.replicas, retention...) so the logs it creates
 have them, then hands the partition states to `ReplicaManager.become_leader_or_follower`
 (the core starts or stops fetchers itself through `followers_changed`). UpdateMetadata
-replaces the `MetadataCache` and announces the change (`MetadataChanges.notify`, what
-the admin handlers wait on). StopReplica stops (and maybe deletes) replicas.
+(partition states, live brokers, topic ids) updates the `MetadataCache` and announces
+the change (`MetadataChanges.notify`, what the admin handlers wait on). StopReplica
+stops (and maybe deletes) replicas.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from broker.zookeeper.registration import BrokerIdentity
 from broker.zookeeper.topic_configs import TopicConfigs
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.protocol.topic_ids import topic_id_of_bytes
 from client.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -123,7 +125,10 @@ class ControllerRequestHandlers:
             )
             for s in request.partition_states
         ]
-        self.cache.update(request.controller_id, request.controller_epoch, partitions, brokers)
+        topic_ids = {t.topic: topic_id_of_bytes(t.topic_id) for t in request.topic_ids}
+        self.cache.update(
+            request.controller_id, request.controller_epoch, partitions, brokers, topic_ids
+        )
         self.metadata_changes.notify()
         return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
 

@@ -2,18 +2,26 @@
 
 How it works: both answer from memory. ApiVersions is the native protocol's fixed table
 (`messages.api_versions_response`). Metadata answers from this broker's `MetadataCache`
-(what the controller last sent with UpdateMetadata): every topic asked for (or all), each
-partition's leader, leader epoch, replicas, ISR and offline replicas, and the live brokers
-at their addresses on the listener the request came in on (Kafka's multiple listeners);
-a topic not in the cache is UNKNOWN_TOPIC_OR_PARTITION (never auto-created).
+(what the controller last sent with UpdateMetadata): every topic asked for (or all), with
+its topic id, each partition's leader, leader epoch, replicas, ISR and offline replicas,
+and the live brokers at their addresses on the listener the request came in on (Kafka's
+multiple listeners). A topic not in the cache is UNKNOWN_TOPIC_OR_PARTITION (never
+auto-created), or INVALID_TOPIC_EXCEPTION when its name could not be a topic's (Kafka's
+`Topic.validate`: empty, `.` or `..`, over 249 characters, a character outside
+`[a-zA-Z0-9._-]`). Topics asked for by id are answered under their names; an id no topic
+has is UNKNOWN_TOPIC_ID (the zero id is ignored, as Kafka does).
 """
 
 from __future__ import annotations
+
+import uuid
 
 from broker.core.metadata_cache import MetadataCache
 from broker.zookeeper.registration import BrokerIdentity
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.protocol.topic_ids import ZERO_TOPIC_ID, topic_id_bytes, topic_id_of_bytes
+from client.protocol.types import topic_name_problem
 
 
 class MetadataHandlers:
@@ -29,42 +37,9 @@ class MetadataHandlers:
     ) -> m.MetadataResponse:
         cache = self.cache
         names = cache.topic_names() if request.topics is None else list(request.topics)
-        topics = []
-        for name in names:
-            parts = cache.topics.get(name)
-            if parts is None:
-                topics.append(
-                    m.MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        name=name,
-                        is_internal=False,
-                        partitions=[],
-                    )
-                )
-                continue
-            partitions = []
-            for p, state in sorted(parts.items()):
-                live = set(cache.brokers)
-                error = ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-                partitions.append(
-                    m.MetadataResponsePartition(
-                        error_code=error,
-                        partition=p,
-                        leader=state.leader,
-                        leader_epoch=state.leader_epoch,
-                        replicas=list(state.replicas),
-                        isr=list(state.isr),
-                        offline_replicas=[r for r in state.replicas if r not in live],
-                    )
-                )
-            topics.append(
-                m.MetadataResponseTopic(
-                    error_code=ErrorCode.NONE,
-                    name=name,
-                    is_internal=name.startswith("__"),
-                    partitions=partitions,
-                )
-            )
+        topics = [self._topic(name) for name in names]
+        if request.topic_ids:
+            topics += self._topics_by_id(request.topic_ids)
         return m.MetadataResponse(
             brokers=[
                 m.MetadataResponseBroker(
@@ -79,3 +54,62 @@ class MetadataHandlers:
             controller_id=cache.controller_id,
             topics=topics,
         )
+
+    def _topic(self, name: str) -> m.MetadataResponseTopic:
+        cache = self.cache
+        parts = cache.topics.get(name)
+        if parts is None:
+            invalid = topic_name_problem(name) is not None
+            return m.MetadataResponseTopic(
+                error_code=(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION
+                    if invalid
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                ),
+                name=name,
+                is_internal=False,
+                partitions=[],
+            )
+        live = set(cache.brokers)
+        partitions = []
+        for p, state in sorted(parts.items()):
+            error = ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+            partitions.append(
+                m.MetadataResponsePartition(
+                    error_code=error,
+                    partition=p,
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    replicas=list(state.replicas),
+                    isr=list(state.isr),
+                    offline_replicas=[r for r in state.replicas if r not in live],
+                )
+            )
+        return m.MetadataResponseTopic(
+            error_code=ErrorCode.NONE,
+            name=name,
+            is_internal=name.startswith("__"),
+            partitions=partitions,
+            topic_id=topic_id_bytes(cache.topic_id(name)),
+        )
+
+    def _topics_by_id(self, raw_ids: list[bytes]) -> list[m.MetadataResponseTopic]:
+        by_id: dict[uuid.UUID, str] = {i: t for t, i in self.cache.topic_ids.items()}
+        out = []
+        for topic_id in dict.fromkeys(topic_id_of_bytes(raw) for raw in raw_ids):
+            if topic_id == ZERO_TOPIC_ID:
+                continue
+            name = by_id.get(topic_id)
+            if name is not None:
+                out.append(self._topic(name))
+                continue
+            out.append(
+                m.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    name="",
+                    is_internal=False,
+                    partitions=[],
+                    topic_id=topic_id_bytes(topic_id),
+                )
+            )
+        return out

@@ -4,21 +4,26 @@ writes, as Kafka 2.x's admin did.
 How it works: CreateTopics validates each topic (name, partitions, replication factor
 against the live brokers in /brokers/ids, configs against the topic config names, or a
 given assignment), computes the assignment (`core/assignment.py`), writes
-/config/topics/<t> and then /brokers/topics/<t>; the controller does the rest. The
-response waits (up to the request's timeout) until this broker's metadata cache shows
-every partition with a leader, so a client can produce right after. CreatePartitions
-extends /brokers/topics/<t> with a conditional set (the controller watches each topic
-znode and brings new partitions online) and waits the same way. Partition counts and
-replication factors are checked against the limits (`core/partition_limits.py`) before
-any assignment is built. DeleteTopics marks /admin/delete_topics/<t> and waits for the
-topic to leave the metadata. All of it goes through the broker's ZooKeeper gateway; the
-waits watch the metadata cache (`MetadataChanges`). `TopicProblem` and
-`min_isr_problem` are the validation the config handlers (configs.py) share.
+/config/topics/<t> and then /brokers/topics/<t> with a new random topic id (KIP-516);
+the controller does the rest. The response waits (up to the request's timeout) until
+this broker's metadata cache shows every partition with a leader, so a client can
+produce right after; it carries each new topic's id, partition count, replication
+factor and every config (override or default), as Kafka's v5+/v7 answers do.
+CreatePartitions extends /brokers/topics/<t> with a conditional set, keeping its topic
+id (the controller watches each topic znode and brings new partitions online) and waits
+the same way. Partition counts and replication factors are checked against the limits
+(`core/partition_limits.py`) before any assignment is built. DeleteTopics (by name, or
+by topic id as Kafka's v6 allows) marks /admin/delete_topics/<t> and waits for the topic
+to leave the metadata. All of it goes through the broker's ZooKeeper gateway; the waits
+watch the metadata cache (`MetadataChanges`). `TopicProblem` and `min_isr_problem` are
+the validation the config handlers (configs.py) share.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import uuid
 from dataclasses import dataclass
 
 from broker.core.assignment import AssignmentError, assign_replicas, validate_assignment
@@ -30,8 +35,15 @@ from broker.handlers.metadata_changes import MetadataChanges
 from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.protocol.topic_ids import (
+    ZERO_TOPIC_ID,
+    ZERO_TOPIC_ID_BYTES,
+    new_topic_id,
+    topic_id_bytes,
+    topic_id_of_bytes,
+    topic_id_str,
+)
 from client.protocol.types import topic_name_problem
-from server_common import zkdata
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +119,11 @@ class TopicHandlers:
                 )
                 continue
             try:
-                assignment, config = await self._plan_topic(topic, live, budget)
+                assignment, config, log_config = await self._plan_topic(topic, live, budget)
                 budget.take(assignment)
+                topic_id = ZERO_TOPIC_ID
                 if not request.validate_only:
-                    await self._write_topic(topic.name, assignment, config)
+                    topic_id = await self._write_topic(topic.name, assignment, config)
                     created[topic.name] = len(assignment)
                 rf = len(next(iter(assignment.values())))
                 results[topic.name] = m.CreateTopicsResponseTopic(
@@ -119,11 +132,19 @@ class TopicHandlers:
                     error_message=None,
                     num_partitions=len(assignment),
                     replication_factor=rf,
+                    topic_id=topic_id_bytes(topic_id),
+                    configs=[
+                        m.CreateTopicsResponseConfig(
+                            name=key, value=value, is_default=key not in config
+                        )
+                        for key, value in sorted(log_config.to_properties().items())
+                    ],
                 )
                 if not request.validate_only:
                     log.info(
-                        "created topic %s: %d partitions, RF %d, config %s",
+                        "created topic %s (id %s): %d partitions, RF %d, config %s",
                         topic.name,
+                        topic_id_str(topic_id),
                         len(assignment),
                         rf,
                         config,
@@ -138,13 +159,12 @@ class TopicHandlers:
             if not done:
                 for name in created:
                     if not self.cache.has_leaders(name, created[name]):
-                        old = results[name]
+                        # As Kafka: the error, the id kept, the rest reset.
                         results[name] = _create_result(
                             name,
                             ErrorCode.REQUEST_TIMED_OUT,
                             "topic created, but its leaders were not elected within the timeout",
-                            old.num_partitions,
-                            old.replication_factor,
+                            topic_id=results[name].topic_id,
                         )
         return m.CreateTopicsResponse(throttle_time_ms=0, topics=list(results.values()))
 
@@ -162,7 +182,7 @@ class TopicHandlers:
 
     async def _plan_topic(
         self, topic: m.CreateTopicsTopic, live: set[int], budget: PartitionBudget
-    ) -> tuple[dict[int, list[int]], dict[str, str]]:
+    ) -> tuple[dict[int, list[int]], dict[str, str], LogConfig]:
         if (problem := topic_name_problem(topic.name)) is not None:
             raise TopicProblem(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if await self.gateway.topic_exists(topic.name):
@@ -188,7 +208,7 @@ class TopicHandlers:
             rf = min(len(replicas) for replicas in assignment.values())
             if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
                 raise TopicProblem(ErrorCode.INVALID_CONFIG, problem)
-        return assignment, config
+        return assignment, config, log_config
 
     def _assign(
         self,
@@ -238,9 +258,12 @@ class TopicHandlers:
 
     async def _write_topic(
         self, name: str, assignment: dict[int, list[int]], config: dict[str, str]
-    ) -> None:
-        if not await self.gateway.create_topic(name, assignment, config):
+    ) -> uuid.UUID:
+        """Create the topic with a new topic id; returns the id."""
+        topic_id = await self.gateway.create_topic(name, assignment, config, new_topic_id())
+        if topic_id is None:
             raise TopicProblem(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        return topic_id
 
     # -- CreatePartitions ---------------------------------------------------------------
     async def create_partitions(
@@ -297,12 +320,11 @@ class TopicHandlers:
         validate_only: bool,
     ) -> int:
         name = topic.name
-        found = await self.gateway.topic_assignment_and_version(name)
-        if found is None:
+        current = await self.gateway.topic_assignment_and_version(name)
+        if current is None:
             raise TopicProblem(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
             )
-        current, version = found
         if await self.gateway.topic_being_deleted(name):
             raise TopicProblem(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"The topic '{name}' is queued for deletion."
@@ -372,10 +394,11 @@ class TopicHandlers:
         _raise_limit(budget.problem_after_assignment(new))
         budget.take(new)
         if not validate_only:
-            extended = zkdata.TopicAssignment(
-                name, {**current.partitions, **{p: tuple(r) for p, r in new.items()}}
+            # The topic id and the version read stay (a conditional set).
+            extended = dataclasses.replace(
+                current, partitions={**current.partitions, **{p: tuple(r) for p, r in new.items()}}
             )
-            if not await self.gateway.add_partitions(extended, version):
+            if not await self.gateway.add_partitions(extended):
                 raise TopicProblem(
                     ErrorCode.INVALID_PARTITIONS,
                     "the topic's assignment changed while partitions were being added (another "
@@ -386,35 +409,48 @@ class TopicHandlers:
 
     # -- DeleteTopics -------------------------------------------------------------------
     async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
-        responses: dict[str, m.DeleteTopicsResponseTopic] = {}
-        marked: list[str] = []
-        for name in request.topic_names:
+        """Mark each topic for deletion and wait until it left this broker's metadata.
+        Topics named by id are looked up in this broker's metadata (an id no topic has is
+        UNKNOWN_TOPIC_ID); each answer carries the id it was asked by."""
+        asked = [(name, ZERO_TOPIC_ID_BYTES) for name in request.topic_names]
+        for raw in request.topic_ids:
+            asked_id = topic_id_of_bytes(raw)
+            asked.append((self.cache.topic_name(asked_id) or "", topic_id_bytes(asked_id)))
+        responses: dict[tuple[str, bytes], m.DeleteTopicsResponseTopic] = {}
+        marked: list[tuple[str, bytes]] = []
+        for key in asked:
+            name = key[0]
+            if not name:
+                responses[key] = _delete_result(
+                    key, ErrorCode.UNKNOWN_TOPIC_ID, "no topic has this topic id"
+                )
+                continue
             if not self.topic_defaults.delete_topic_enable:
-                responses[name] = _delete_result(
-                    name, ErrorCode.POLICY_VIOLATION, "topic deletion is disabled on this broker"
+                responses[key] = _delete_result(
+                    key, ErrorCode.POLICY_VIOLATION, "topic deletion is disabled on this broker"
                 )
                 continue
             # What this broker's metadata shows, as Kafka does: a topic on its way out (no
             # longer in the metadata, its znodes not yet removed) is unknown, not deleted twice.
             if not self.cache.contains_topic(name):
-                responses[name] = _delete_result(
-                    name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+                responses[key] = _delete_result(
+                    key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
                 )
                 continue
             await self.gateway.mark_topic_for_deletion(name)
-            marked.append(name)
-            responses[name] = _delete_result(name, ErrorCode.NONE, None)
+            marked.append(key)
+            responses[key] = _delete_result(key, ErrorCode.NONE, None)
         if marked:
             cache = self.cache
 
             def gone() -> bool:
-                return not any(cache.contains_topic(n) for n in marked)
+                return not any(cache.contains_topic(n) for n, _ in marked)
 
             if not await self.metadata_changes.wait_for(gone, request.timeout_ms / 1000):
-                for name in marked:
-                    if cache.contains_topic(name):
-                        responses[name] = _delete_result(
-                            name,
+                for key in marked:
+                    if cache.contains_topic(key[0]):
+                        responses[key] = _delete_result(
+                            key,
                             ErrorCode.REQUEST_TIMED_OUT,
                             "marked for deletion; not yet deleted within the timeout",
                         )
@@ -428,16 +464,22 @@ def _raise_limit(problem: LimitProblem | None) -> None:
 
 
 def _create_result(
-    name: str, code: ErrorCode, message: str | None, partitions: int = -1, rf: int = -1
+    name: str, code: ErrorCode, message: str | None, *, topic_id: bytes = ZERO_TOPIC_ID_BYTES
 ) -> m.CreateTopicsResponseTopic:
     return m.CreateTopicsResponseTopic(
         name=name,
         error_code=code,
         error_message=message,
-        num_partitions=partitions,
-        replication_factor=rf,
+        num_partitions=-1,
+        replication_factor=-1,
+        topic_id=topic_id,
     )
 
 
-def _delete_result(name: str, code: ErrorCode, message: str | None) -> m.DeleteTopicsResponseTopic:
-    return m.DeleteTopicsResponseTopic(name=name, error_code=code, error_message=message)
+def _delete_result(
+    key: tuple[str, bytes], code: ErrorCode, message: str | None
+) -> m.DeleteTopicsResponseTopic:
+    name, topic_id = key
+    return m.DeleteTopicsResponseTopic(
+        name=name, error_code=code, error_message=message, topic_id=topic_id
+    )

@@ -8,7 +8,10 @@ waiting for leaders), and `from_native` describes the answer once for `translati
 to fit to the requested version; `error_response` answers every topic or resource of the
 request with the error code. CreateTopics passes num_partitions / replication_factor -1
 (broker defaults, KIP-464), manual assignments, configs and validate_only through; the
-per-topic error codes and messages come back as the native handler wrote them.
+per-topic error codes and messages come back as the native handler wrote them, and
+from v5 each new topic's partition count, replication factor and configs (a topic
+override is DYNAMIC_TOPIC_CONFIG, a default DEFAULT_CONFIG, as for DescribeConfigs
+below), from v7 its topic id.
 DescribeConfigs adds what Kafka's v1+ answers carry and the native answer implies: the
 config source (a topic override is DYNAMIC_TOPIC_CONFIG, anything else DEFAULT_CONFIG,
 since the native answer does not say whether a default came from server.properties), one
@@ -17,9 +20,11 @@ them) and, from v3, the config's type. Documentation is left null (Kafka sends i
 when asked). Broker resources get the native handler's per-resource INVALID_REQUEST.
 
 Version ranges (kio has no CreateTopics v0-1, DeleteTopics v0, DescribeConfigs v0):
-- CreateTopics 2-4: v4 is the first with broker defaults (-1); v5+ answer each new
-  topic's full config list, which the native answer does not carry.
-- DeleteTopics 1-5: v6 names topics by topic id, which Tributary does not have.
+- CreateTopics 2-7: v4 is the first with broker defaults (-1); v5 answers each new
+  topic's configs, v6 only adds quota errors (never sent here), v7 the topic id.
+- DeleteTopics 1-6: v6 may name a topic by its topic id instead (not both: a request
+  naming one by both is INVALID_REQUEST, as in Kafka 2.8); an id no topic has is
+  UNKNOWN_TOPIC_ID with a null name.
 - DeleteRecords 0-2 and CreatePartitions 0-3: every version; they differ only in
   encoding (v2 flexible) and, for CreatePartitions v3, in a quota error never sent here.
   Each field maps one to one (offset -1 is the high watermark on both sides).
@@ -30,9 +35,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.kafka.translation import KafkaHeader, Translation, build, ms_of, response_class
+from broker.kafka.translation import (
+    KafkaHeader,
+    KafkaRequestError,
+    Translation,
+    build,
+    ms_of,
+    response_class,
+)
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
+from client.protocol.errors import ErrorCode
+from client.protocol.topic_ids import topic_id_bytes, topic_id_of_bytes
 
 # Kafka's DescribeConfigsResponse.ConfigSource.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -101,7 +115,24 @@ def create_topics_from_native(response: m.CreateTopicsResponse, version: int) ->
         version,
         throttle_time=response.throttle_time_ms,
         topics=[
-            {"name": t.name, "error_code": t.error_code, "error_message": t.error_message}
+            {
+                "name": t.name,
+                "topic_id": topic_id_of_bytes(t.topic_id),
+                "error_code": t.error_code,
+                "error_message": t.error_message,
+                "num_partitions": t.num_partitions,
+                "replication_factor": t.replication_factor,
+                "configs": [
+                    {
+                        "name": c.name,
+                        "value": c.value,
+                        "read_only": c.read_only,
+                        "config_source": DEFAULT_CONFIG if c.is_default else DYNAMIC_TOPIC_CONFIG,
+                        "is_sensitive": c.is_sensitive,
+                    }
+                    for c in t.configs
+                ],
+            }
             for t in response.topics
         ],
     )
@@ -112,7 +143,14 @@ def create_topics_error(request: Any, version: int, code: int) -> Any:
         ApiKey.CREATE_TOPICS,
         version,
         topics=[
-            {"name": t.name, "error_code": code, "error_message": None} for t in request.topics
+            {
+                "name": t.name,
+                "topic_id": None,
+                "error_code": code,
+                "error_message": None,
+                "configs": [],
+            }
+            for t in request.topics
         ],
     )
 
@@ -121,8 +159,23 @@ def create_topics_error(request: Any, version: int, code: int) -> Any:
 
 
 def delete_topics_to_native(request: Any, header: KafkaHeader) -> m.DeleteTopicsRequest:
+    if not hasattr(request, "topics"):  # v0-5: names only
+        return m.DeleteTopicsRequest(
+            topic_names=list(request.topic_names), timeout_ms=ms_of(request.timeout)
+        )
+    names: list[str] = []
+    ids: list[bytes] = []
+    for topic in request.topics:  # v6: a name or a topic id (kio reads the zero id as None)
+        if (topic.name is None) == (topic.topic_id is None):
+            raise KafkaRequestError(
+                ErrorCode.INVALID_REQUEST, "give each topic a name or a topic id, not both"
+            )
+        if topic.topic_id is not None:
+            ids.append(topic_id_bytes(topic.topic_id))
+        else:
+            names.append(topic.name)
     return m.DeleteTopicsRequest(
-        topic_names=list(request.topic_names), timeout_ms=ms_of(request.timeout)
+        topic_names=names, topic_ids=ids, timeout_ms=ms_of(request.timeout)
     )
 
 
@@ -132,17 +185,29 @@ def delete_topics_from_native(response: m.DeleteTopicsResponse, version: int) ->
         version,
         throttle_time=response.throttle_time_ms,
         responses=[
-            {"name": t.name, "error_code": t.error_code, "error_message": t.error_message}
+            {
+                # "" is an id no topic has (only asked for from v6): v6's null name.
+                "name": (t.name or None) if version >= 6 else t.name,
+                "topic_id": topic_id_of_bytes(t.topic_id),
+                "error_code": t.error_code,
+                "error_message": t.error_message,
+            }
             for t in response.responses
         ],
     )
 
 
 def delete_topics_error(request: Any, version: int, code: int) -> Any:
+    if hasattr(request, "topics"):
+        asked = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        asked = [(name, None) for name in request.topic_names]
     return _response(
         ApiKey.DELETE_TOPICS,
         version,
-        responses=[{"name": name, "error_code": code} for name in request.topic_names],
+        responses=[
+            {"name": name, "topic_id": topic_id, "error_code": code} for name, topic_id in asked
+        ],
     )
 
 
@@ -330,7 +395,7 @@ TRANSLATIONS: dict[int, Translation] = {
         Translation(
             ApiKey.CREATE_TOPICS,
             2,
-            4,
+            7,
             create_topics_to_native,
             create_topics_from_native,
             create_topics_error,
@@ -338,7 +403,7 @@ TRANSLATIONS: dict[int, Translation] = {
         Translation(
             ApiKey.DELETE_TOPICS,
             1,
-            5,
+            6,
             delete_topics_to_native,
             delete_topics_from_native,
             delete_topics_error,

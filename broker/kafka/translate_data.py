@@ -7,9 +7,11 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
 
 - Metadata: brokers at the addresses of the listener asked on, cluster id, the lowest
   live broker as controller id (Tributary's controller is not a broker; every broker
-  serves CreateTopics and DeleteTopics), topics with leader, leader epoch, replicas, ISR
-  and offline replicas; v0's empty topic list means all topics; never auto-creates
-  topics; topic ids are the zero UUID.
+  serves CreateTopics and DeleteTopics), topics with their topic id (v10+), leader,
+  leader epoch, replicas, ISR and offline replicas; v0's empty topic list means all
+  topics; never auto-creates topics. A v12 request may name topics by id (a null name):
+  answered under their names, or UNKNOWN_TOPIC_ID with a null name; v10-11 requests
+  with a topic id or a null name are INVALID_REQUEST, as in Kafka 2.8.
 - Produce: batches pass through unchanged (the native path validates them).
 - Fetch: the native fetch (DelayedFetch purgatory for max_wait/min_bytes, max bytes,
   partition max bytes, current leader epoch fencing), always as a consumer; the last
@@ -32,7 +34,6 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
 from __future__ import annotations
 
 import datetime
-import uuid
 from typing import Any
 
 from broker.kafka.translation import (
@@ -51,10 +52,10 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.records import to_kafka_format
+from client.protocol.topic_ids import topic_id_bytes, topic_id_of_bytes
 from server_common.network import NO_RESPONSE
 
 FETCH_SESSION_ID_NOT_FOUND = 70
-ZERO_UUID = uuid.UUID(int=0)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -67,10 +68,22 @@ def _datetime_ms(ms: int) -> datetime.datetime | None:
 
 def _metadata_to_native(request: Any, header: KafkaHeader) -> m.MetadataRequest:
     if request.topics is None or (header.api_version == 0 and not request.topics):
-        names = None  # all topics (v0 says so with an empty list)
-    else:
-        names = [t.name if t.name is not None else "" for t in request.topics]
-    return m.MetadataRequest(topics=names, allow_auto_topic_creation=False)
+        # all topics (v0 says so with an empty list)
+        return m.MetadataRequest(topics=None, allow_auto_topic_creation=False)
+    names: list[str] = []
+    ids: list[bytes] = []
+    for t in request.topics:
+        topic_id = getattr(t, "topic_id", None)  # kio reads the zero id as None
+        if header.api_version < 12 and (topic_id is not None or t.name is None):
+            raise KafkaRequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"topic ids and null topic names need Metadata v12 (got v{header.api_version})",
+            )
+        if topic_id is not None:
+            ids.append(topic_id_bytes(topic_id))
+        elif t.name is not None:
+            names.append(t.name)
+    return m.MetadataRequest(topics=names, allow_auto_topic_creation=False, topic_ids=ids)
 
 
 def _admin_node(response: m.MetadataResponse) -> int:
@@ -100,8 +113,9 @@ def _metadata_from_native(response: m.MetadataResponse, version: int) -> Any:
             build(
                 topic_cls,
                 error_code=kafka_error(t.error_code),
-                name=t.name,
-                topic_id=ZERO_UUID,
+                # Only a topic asked for by an unknown id has no name (v12's null).
+                name=t.name or (None if version >= 12 else t.name),
+                topic_id=topic_id_of_bytes(t.topic_id),
                 is_internal=t.is_internal,
                 partitions=tuple(
                     build(
@@ -134,7 +148,7 @@ def _metadata_error(request: Any, version: int, code: int) -> Any:
                 topic_cls,
                 error_code=kafka_error(code),
                 name=t.name,
-                topic_id=ZERO_UUID,
+                topic_id=getattr(t, "topic_id", None),
                 partitions=(),
             )
             for t in request.topics or ()

@@ -9,7 +9,7 @@ for idempotent producers. It encodes and decodes the znodes (`server_common.zkda
 
 Failures: the seam's `ZkError`s pass through, except where the answer is part of the
 protocol (a conditional ISR write that lost to the controller is an `IsrUpdateConflict`,
-a topic that exists already is `False`...). An ISR write that ZooKeeper could not answer
+a topic that exists already is `None`...). An ISR write that ZooKeeper could not answer
 is an `IsrUpdateFailed` for the core to retry.
 """
 
@@ -29,6 +29,7 @@ from broker.core.partition import (
     IsrUpdateSucceeded,
 )
 from broker.core.producer_ids import BLOCK_SIZE, ProducerIdBlock, encode_block, next_block
+from client.protocol.topic_ids import new_topic_id
 from client.protocol.types import TopicPartition
 from server_common import zkdata
 from server_common.zk import (
@@ -233,41 +234,47 @@ class BrokerZkGateway:
         return None if result is None else zkdata.TopicAssignment.decode(topic, result[0])
 
     async def create_topic(
-        self, topic: str, assignment: dict[int, list[int]], config: dict[str, str]
-    ) -> bool:
-        """Write /config/topics/<t>, then /brokers/topics/<t> (the controller watches the
-        latter, so the config is there first). False if the topic exists already."""
+        self,
+        topic: str,
+        assignment: dict[int, list[int]],
+        config: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> uuid.UUID | None:
+        """Write /config/topics/<t>, then /brokers/topics/<t> with the topic's id (a new
+        random one unless given; the controller watches the znode, so the config is there
+        first). The id written, or None if the topic exists already."""
+        topic_id = topic_id or new_topic_id()
         config_path = zkdata.topic_config_path(topic)
         data = zkdata.encode_topic_config(config)
         try:
             await self.zk.create(config_path, data, makepath=True)
         except NodeExistsError:
             await self.zk.set(config_path, data)
-        value = zkdata.TopicAssignment(topic, {p: tuple(r) for p, r in assignment.items()})
+        value = zkdata.TopicAssignment(
+            topic, {p: tuple(r) for p, r in assignment.items()}, topic_id=topic_id
+        )
         try:
             await self.zk.create(zkdata.topic_path(topic), value.encode(), makepath=True)
         except NodeExistsError:
-            return False
-        return True
+            return None
+        return topic_id
 
-    async def topic_assignment_and_version(
-        self, topic: str
-    ) -> tuple[zkdata.TopicAssignment, int] | None:
-        """The topic znode's assignment and version (for a conditional update), or None."""
+    async def topic_assignment_and_version(self, topic: str) -> zkdata.TopicAssignment | None:
+        """The topic znode's assignment, with the version it was read at (for a
+        conditional update), or None."""
         result = await self.zk.get_or_none(zkdata.topic_path(topic))
         if result is None:
             return None
-        return zkdata.TopicAssignment.decode(topic, result[0]), result[1].version
+        return zkdata.TopicAssignment.decode(topic, result[0], result[1].version)
 
-    async def add_partitions(
-        self, assignment: zkdata.TopicAssignment, expected_version: int
-    ) -> bool:
+    async def add_partitions(self, assignment: zkdata.TopicAssignment) -> bool:
         """Write the topic znode with partitions added (Kafka's AdminZkClient
         createPartitions: the controller's watch on the znode does the rest). A
-        conditional set: False if the znode changed since it was read."""
+        conditional set at the version `assignment` was read at: False if the znode
+        changed since."""
         try:
             await self.zk.set(
-                zkdata.topic_path(assignment.topic), assignment.encode(), expected_version
+                zkdata.topic_path(assignment.topic), assignment.encode(), assignment.zk_version
             )
         except (BadVersionError, NoNodeError):
             return False

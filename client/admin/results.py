@@ -3,7 +3,7 @@
 How it works: plain frozen dataclasses and `NamedTuple`s, built from the brokers'
 answers by the family modules of `client.admin`: `NewTopic` (a topic to create),
 `TopicDescription` and `PartitionDescription` (a topic as the metadata shows it, with its
-config overrides), `ClusterDescription`, `Reassignment`, `LogDirDescription` and
+id and config overrides), `ClusterDescription`, `Reassignment`, `LogDirDescription` and
 `ReplicaLogInfo` (a broker's log dirs), `GroupListing`, `GroupDescription` and
 `MemberDescription` (consumer groups). `GroupOffsetsError` says why altering a group's
 offsets failed, per partition.
@@ -11,12 +11,14 @@ offsets failed, per partition.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from client.metadata import BrokerInfo
 from client.protocol.errors import ErrorCode, TributaryError
+from client.protocol.topic_ids import topic_id_str
 from client.protocol.types import TopicPartition
 
 
@@ -55,6 +57,12 @@ class TopicDescription:
     is_internal: bool
     partitions: list[PartitionDescription]
     configs: dict[str, str] | None = None  # the topic's overrides (None: not asked for)
+    topic_id: uuid.UUID | None = None  # KIP-516; None from a broker that gives none
+
+    @property
+    def topic_id_text(self) -> str | None:
+        """The id as Kafka prints it (base64, 22 characters), None without one."""
+        return None if self.topic_id is None else topic_id_str(self.topic_id)
 
     @property
     def replication_factor(self) -> int:

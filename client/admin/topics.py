@@ -5,13 +5,15 @@ How it works: CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs and
 IncrementalAlterConfigs are one request each to any live broker (`_request_any`); the
 broker that gets it writes ZooKeeper and answers once the change is done (new topics'
 and partitions' leaders exist) or its timeout passed. Listing and describing topics read
-the cluster's metadata fresh; `describe_topics` adds each topic's config overrides.
+the cluster's metadata fresh; `describe_topics` gives each topic's id and adds its
+config overrides.
 Results are per topic: None (success) or a `TributaryError`; the single-topic helpers
 (`create_topic`, `delete_topic`) raise it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from client.admin.base import AdminBase, error_or_none, topic_error_or_none
@@ -155,13 +157,10 @@ class TopicAdmin(AdminBase):
                 )
                 for _, p in sorted(info.partitions.items())
             ]
-            out.append(TopicDescription(name, info.is_internal, partitions))
+            out.append(TopicDescription(name, info.is_internal, partitions, None, info.topic_id))
         if out:
             overrides = await self.describe_configs([t.name for t in out], overrides_only=True)
-            out = [
-                TopicDescription(t.name, t.is_internal, t.partitions, overrides.get(t.name))
-                for t in out
-            ]
+            out = [dataclasses.replace(t, configs=overrides.get(t.name)) for t in out]
         return out
 
     async def describe_configs(

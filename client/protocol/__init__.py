@@ -13,6 +13,7 @@ followed by a msgpack body; record batches travel inside Produce/Fetch as opaque
 - `connection.py`: sans-IO connection state machines for the client and server ends;
 - `errors.py`: the error codes carried on the wire and the protocol's exceptions;
 - `types.py`: small value types (`TopicPartition`...) shared by every package;
+- `topic_ids.py`: topic ids (KIP-516): new random ids, their base64 text and wire bytes;
 - `records/`: record batches, Kafka's v2 header with Tributary's msgpack payload or
   Kafka's varint records (its own docstring names its modules);
 - `consumer_protocol.py`: Kafka's ConsumerProtocol bytes (a group member's subscription

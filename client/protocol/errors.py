@@ -214,6 +214,7 @@ class ErrorCode(IntEnum):
         "This record has failed the validation on broker and hence will be rejected.",
     )
     THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
+    UNKNOWN_TOPIC_ID = (100, True, "This server does not host this topic ID.")
     UNSUPPORTED_ENDPOINT_TYPE = (
         119,
         False,

@@ -12,7 +12,8 @@ handlers, which are its only writers. It holds:
 - per partition the assigned replicas (RS while a reassignment runs) and the state znode
   (`LeaderAndIsr` with its zk_version); partitions without a state znode are
   "uninitialized";
-- topic configs (`unclean.leader.election.enable`), topics queued for deletion, ongoing
+- per topic its id (KIP-516; the controller gives one to a topic loaded without one),
+  its configs (`unclean.leader.election.enable`); topics queued for deletion, ongoing
   reassignments and the counters in `ControllerStats`.
 
 Queries are plain loops over dicts: a few thousand partitions take well under a
@@ -21,6 +22,7 @@ millisecond, which is cheaper than keeping indexes consistent.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -87,6 +89,7 @@ class ControllerContext:
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
         self.topics_to_delete: set[str] = set()
         self.reassignments: dict[TopicPartition, Reassignment] = {}
         self._topics: dict[str, list[int]] = {}
@@ -137,6 +140,8 @@ class ControllerContext:
             if moving is not None:
                 self.reassignments[tp] = moving
         self.topic_configs[topic] = dict(config or {})
+        if assignment.topic_id is not None:
+            self.topic_ids[topic] = assignment.topic_id
 
     def add_partitions(self, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
         """Partitions added to an existing topic (CreatePartitions); known ones are kept."""
@@ -156,6 +161,7 @@ class ControllerContext:
             self.states.pop(tp, None)
             self.reassignments.pop(tp, None)
         self.topic_configs.pop(topic, None)
+        self.topic_ids.pop(topic, None)
         self.topics_to_delete.discard(topic)
 
     def has_topic(self, topic: str) -> bool:
@@ -179,7 +185,7 @@ class ControllerContext:
             if moving is not None:
                 adding[tp.partition] = moving.adding
                 removing[tp.partition] = moving.removing
-        return TopicAssignment(topic, partitions, adding, removing)
+        return TopicAssignment(topic, partitions, adding, removing, self.topic_ids.get(topic))
 
     def unclean_enabled(self, topic: str) -> bool:
         value = self.topic_configs.get(topic, {}).get(UNCLEAN_CONFIG)

@@ -11,7 +11,8 @@ twice. Every request carries the controller id and epoch and the target's broker
   reassignment, with adding/removing), is_new; `live_leaders` lists the endpoints of the
   leaders of the partitions in it.
 - UpdateMetadata: partition states (leader -2 for topics being deleted, offline replicas
-  = replicas whose broker is not registered) and every registered broker. A broker may get
+  = replicas whose broker is not registered), the topic id of each topic among them
+  (as Kafka's UpdateMetadata v7) and every registered broker. A broker may get
   the states of every partition (`ALL_PARTITIONS`), some, or none (just the broker list).
 - StopReplica: per partition whether to delete the log (then with leader epoch -2).
 """
@@ -24,13 +25,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from client.protocol import messages as m
+from client.protocol.topic_ids import topic_id_bytes
 from client.protocol.types import TopicPartition
 from controller.core.context import ControllerContext
 from server_common.zkdata import LEADER_DURING_DELETE
 
 
 class _All(enum.Enum):
-    """"Every partition": a singleton a type checker can narrow (`tps is ALL_PARTITIONS`)."""
+    """ "Every partition": a singleton a type checker can narrow (`tps is ALL_PARTITIONS`)."""
 
     ALL_PARTITIONS = "all"
 
@@ -60,6 +62,7 @@ class RequestBatch:
         # per build(): partition states shared by the requests that carry them
         self._metadata_states: dict[TopicPartition, m.UpdateMetadataPartitionState | None] = {}
         self._leader_states: dict[tuple[TopicPartition, bool], m.LeaderAndIsrPartitionState] = {}
+        self._topic_ids: dict[str, m.UpdateMetadataTopicId | None] = {}
 
     # -- adding -----------------------------------------------------------------------
     def add_leader_and_isr(
@@ -123,6 +126,7 @@ class RequestBatch:
         """
         self._metadata_states.clear()
         self._leader_states.clear()
+        self._topic_ids.clear()
         out: list[OutboundRequest] = []
         brokers = sorted(set(self._leader_and_isr) | set(self._metadata) | set(self._stop))
         for broker in brokers:
@@ -179,11 +183,17 @@ class RequestBatch:
         ctx = self.ctx
         wanted = self._metadata[broker]
         tps = ctx.all_partitions() if wanted is ALL_PARTITIONS else sorted(wanted)
+        states = [s for tp in tps if (s := self._metadata_state(tp)) is not None]
         return m.UpdateMetadataRequest(
             controller_id=ctx.controller_id,
             controller_epoch=ctx.epoch,
             broker_epoch=ctx.broker_epoch(broker),
-            partition_states=[s for tp in tps if (s := self._metadata_state(tp)) is not None],
+            partition_states=states,
+            topic_ids=[
+                entry
+                for topic in sorted({s.topic for s in states})
+                if (entry := self._topic_id(topic)) is not None
+            ],
             live_brokers=[
                 m.UpdateMetadataBroker(
                     id=b.broker_id,
@@ -203,6 +213,16 @@ class RequestBatch:
         if tp not in self._metadata_states:
             self._metadata_states[tp] = metadata_state(self.ctx, tp)
         return self._metadata_states[tp]
+
+    def _topic_id(self, topic: str) -> m.UpdateMetadataTopicId | None:
+        if topic not in self._topic_ids:
+            topic_id = self.ctx.topic_ids.get(topic)
+            self._topic_ids[topic] = (
+                None
+                if topic_id is None
+                else m.UpdateMetadataTopicId(topic=topic, topic_id=topic_id_bytes(topic_id))
+            )
+        return self._topic_ids[topic]
 
     def _stop_replica_request(self, broker: int) -> m.StopReplicaRequest:
         ctx = self.ctx

@@ -1,7 +1,9 @@
 """Becoming the active controller (Kafka's onControllerFailover).
 
 How it works: read the whole cluster in batches (brokers, topics, configs, every
-partition state), start a sender per live broker, then repair every partition at once:
+partition state), give each topic without a topic id one (written back to its znode,
+as Kafka 2.8 does for topics created before ids existed), start a sender per live
+broker, then repair every partition at once:
 initialize those without a state znode, elect leaders where the leader is dead, drop
 dead brokers from ISRs (`decisions.repair_partitions`). Then one batch goes out:
 LeaderAndIsr for every partition to its live replicas and UpdateMetadata with every
@@ -29,6 +31,7 @@ async def on_become_active(active: ActiveController) -> None:
     ctx = active.ctx
     started = trio.current_time()
     snapshot = await active.store.read_cluster()
+    snapshot.topics.update(await active.store.set_topic_ids(snapshot.topics.values()))
     for broker in snapshot.brokers.values():
         ctx.add_live_broker(broker)
         active.channel.add_broker(broker)

@@ -20,6 +20,7 @@ from pathlib import Path
 import trio
 
 from client.protocol import messages as m
+from client.protocol.topic_ids import new_topic_id
 from client.protocol.types import TopicPartition
 from controller.config import ControllerConfig
 from controller.server import ControllerServer
@@ -46,9 +47,10 @@ async def _populate(zk: KazooZooKeeper) -> list[TopicPartition]:
             for p in range(PARTITIONS_PER_TOPIC)
         }
         creates.append((zkdata.topic_config_path(topic), zkdata.encode_topic_config({})))
-        creates.append(
-            (zkdata.topic_path(topic), zkdata.TopicAssignment(topic, assignment).encode())
-        )
+        # With a topic id, as CreateTopics writes it (else the failover measured would
+        # also give every topic one).
+        znode = zkdata.TopicAssignment(topic, assignment, topic_id=new_topic_id())
+        creates.append((zkdata.topic_path(topic), znode.encode()))
         creates.append((zkdata.partitions_path(topic), b""))
         for p, replicas in assignment.items():
             state = zkdata.LeaderAndIsr(replicas[0], 0, replicas, controller_epoch=0)

@@ -4,9 +4,10 @@ cluster and replica admin APIs Kafka's tools call.
 confluent-kafka (librdkafka): `describe_cluster` (DescribeCluster, KIP-700) and
 `elect_leaders` (ElectLeaders, KIP-460). kafka-python 3: `alter_partition_reassignments`
 and `list_partition_reassignments` (KIP-455; confluent-kafka's Python AdminClient has
-no reassignment call), `describe_log_dirs` and `describe_producers` (KIP-664). Each answer is checked against what the
-cluster really did: the partition's replicas in ZooKeeper after a move, its leader
-after an election, the bytes a partition holds.
+no reassignment call), `describe_log_dirs` and `describe_producers` (KIP-664). Each
+answer is checked against what the cluster really did: the partition's replicas in
+ZooKeeper after a move, its leader after an election, the bytes a partition holds, the
+producer that wrote.
 """
 
 from __future__ import annotations

@@ -50,7 +50,10 @@ def test_make_run_starts_a_cluster_round_trips_records_and_is_idempotent(tmp_pat
         assert first.returncode == 0, first.stdout + first.stderr
         out = first.stdout
         assert "cluster up: 3 broker(s), 2 controller(s)" in out
-        assert re.search(r"Topic: demo\s+PartitionCount: 6\s+ReplicationFactor: 3", out)
+        assert re.search(
+            r"Topic: demo\s+TopicId: [A-Za-z0-9_-]{22}\s+PartitionCount: 6\s+ReplicationFactor: 3",
+            out,
+        )
         consumed = re.findall(r"partition (\d) +offset +\d+ +(user-\d)", out)
         assert len(consumed) == 8  # every record produced came back
         partitions_of = {}

@@ -21,6 +21,7 @@ import pytest
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.records import read_header
+from client.protocol.topic_ids import topic_id_str
 from client.protocol.types import TopicPartition
 from tests.support.cluster import ClusterThread
 from tools.cli import main
@@ -81,8 +82,12 @@ def test_topics_create_list_describe_delete(run, runner):
     assert [(len(set(v.replicas)), v.leader, v.isr, v.leader_epoch) for v in views] == [
         (2, v.replicas[0], v.replicas, 0) for v in views
     ]
+    topic_id = topic_id_str(
+        runner.call(lambda: runner.cluster.controller.context.topic_ids["orders"])
+    )
     assert out.splitlines() == [
-        "Topic: orders\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: retention.ms=60000",
+        f"Topic: orders\tTopicId: {topic_id}\tPartitionCount: 2\tReplicationFactor: 2\t"
+        "Configs: retention.ms=60000",
         *(
             f"\tTopic: orders\tPartition: {p}\tLeader: {v.leader}\tReplicas: {v.replicas[0]},"
             f"{v.replicas[1]}\tIsr: {v.replicas[0]},{v.replicas[1]}\tLeaderEpoch: 0"
@@ -90,6 +95,7 @@ def test_topics_create_list_describe_delete(run, runner):
         ),
     ]
     described = json.loads(run("topics", "describe", "audit", "--json")[1])
+    assert described[0]["topic_id"] != topic_id and len(described[0]["topic_id"]) == 22
     assert [p["replicas"] for p in described[0]["partitions"]] == [[3, 1], [1, 2]]
     assert [p["leader"] for p in described[0]["partitions"]] == [3, 1]
 

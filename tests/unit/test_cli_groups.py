@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -462,7 +463,10 @@ def test_topics_list_hides_the_offsets_topic_unless_asked(run, runner):
     assert "__consumer_offsets" in run("topics", "list", "--all")[1].split()
     assert "__consumer_offsets" in run("topics", "list", "--include-internal")[1].split()
     code, out, _ = run("topics", "describe", "__consumer_offsets")
-    assert code == 0 and out.startswith("Topic: __consumer_offsets\tPartitionCount: 3")
+    # The offsets topic has a topic id, like any other.
+    assert code == 0 and re.match(
+        r"Topic: __consumer_offsets\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\t", out
+    )
 
 
 def test_unknown_group_and_unknown_topic_are_one_line(run, runner):

@@ -23,11 +23,14 @@ import trio
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v7 import request as create_topics_v7
+from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v6 import request as list_offsets_v6
 from kio.schema.metadata.v0 import request as metadata_v0
+from kio.schema.metadata.v11 import request as metadata_v11
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from kio.schema.produce.v3 import request as produce_v3
@@ -35,6 +38,8 @@ from kio.schema.produce.v9 import request as produce_v9
 from kio.serial import entity_reader, entity_writer
 
 from broker.config import BrokerConfig
+from broker.kafka.translate_admin import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
+from client.protocol.topic_ids import ZERO_TOPIC_ID
 from client.protocol.types import TopicPartition
 from server_common.properties import ConfigError
 from tests.support.cluster import open_test_cluster
@@ -47,10 +52,14 @@ KAFKA_LISTENER = {
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
+INVALID_TOPIC_EXCEPTION = 17
 NOT_ENOUGH_REPLICAS = 19
 FETCH_SESSION_ID_NOT_FOUND = 70
+TOPIC_ALREADY_EXISTS = 36
+INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+UNKNOWN_TOPIC_ID = 100
 
 
 def kafka_cluster(brokers: int = 1, topics: dict[str, int] | None = None):
@@ -403,6 +412,127 @@ async def test_every_api_answers_its_lowest_and_highest_advertised_version():
             for version in sorted({low, high}):
                 with trio.fail_after(30):
                     await wire.call(minimal_request(request_class(api_key, version)))
+
+
+def metadata_request(version, *topics: tuple[uuid.UUID | None, str | None]):
+    module = {11: metadata_v11, 12: metadata_v12}[version]
+    return module.MetadataRequest(
+        topics=tuple(module.MetadataRequestTopic(topic_id=i, name=n) for i, n in topics),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+async def test_metadata_answers_topic_ids_and_refuses_illegal_topic_names():
+    async with kafka_cluster(3, topics={"t": 2, "u": 1}) as cluster:
+        ids = cluster.controller.context.topic_ids
+        assert ids["t"] != ids["u"] and ZERO_TOPIC_ID not in ids.values()
+        for broker_id in (1, 2, 3):
+            wire = await KafkaWire.open(cluster, broker_id)
+            answer = await wire.call(metadata_request(12, (None, "t"), (None, "u")))
+            assert [(t.name, t.error_code, t.topic_id) for t in answer.topics] == [
+                ("t", NONE, ids["t"]),
+                ("u", NONE, ids["u"]),
+            ]
+            await wire.aclose()
+
+        wire = await KafkaWire.open(cluster, 1)
+        # v12 asks by id: the answer names the topic; an id no topic has is UNKNOWN_TOPIC_ID.
+        stranger = uuid.uuid4()
+        by_id = await wire.call(metadata_request(12, (ids["u"], None), (stranger, None)))
+        assert [(t.name, t.error_code, t.topic_id) for t in by_id.topics] == [
+            ("u", NONE, ids["u"]),
+            (None, UNKNOWN_TOPIC_ID, stranger),
+        ]
+        assert len(by_id.topics[0].partitions) == 1
+        # Kafka 2.8 refuses topic ids before v12.
+        refused = await wire.call(metadata_request(11, (ids["t"], "t")))
+        assert [t.error_code for t in refused.topics] == [INVALID_REQUEST]
+
+        # Names no topic can have are INVALID_TOPIC_EXCEPTION, not unknown (Kafka's
+        # Topic.validate): illegal characters, too long, "." and "..".
+        illegal = ["bad$#!", "x" * 250, ".", ".."]
+        answer = await wire.call(metadata_request(12, *[(None, n) for n in [*illegal, "x" * 249]]))
+        assert [(t.name, t.error_code, t.topic_id) for t in answer.topics] == [
+            *[(n, INVALID_TOPIC_EXCEPTION, None) for n in illegal],
+            ("x" * 249, UNKNOWN_TOPIC_OR_PARTITION, None),
+        ]
+        old = await wire.call(
+            metadata_v0.MetadataRequest(topics=(metadata_v0.MetadataRequestTopic(name="bad$#!"),))
+        )
+        assert [(t.name, t.error_code) for t in old.topics] == [("bad$#!", INVALID_TOPIC_EXCEPTION)]
+        await wire.aclose()
+
+
+async def test_create_topics_v7_answers_the_new_topics_id_and_configs():
+    async with kafka_cluster(3) as cluster:
+        wire = await KafkaWire.open(cluster, 3)
+
+        def create(name: str, **extra):
+            return create_topics_v7.CreateTopicsRequest(
+                topics=(
+                    create_topics_v7.CreatableTopic(
+                        name=name,
+                        num_partitions=2,
+                        replication_factor=2,
+                        assignments=(),
+                        configs=(
+                            create_topics_v7.CreatableTopicConfig(
+                                name="retention.ms", value="60000"
+                            ),
+                        ),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=30),
+                **extra,
+            )
+
+        dry = await wire.call(create("dry", validate_only=True))
+        (result,) = dry.topics
+        assert (result.error_code, result.topic_id) == (NONE, None)  # nothing created
+        assert (result.num_partitions, result.replication_factor) == (2, 2)
+
+        created = await wire.call(create("fresh"))
+        (result,) = created.topics
+        assert result.error_code == NONE and result.topic_id is not None
+        assert result.topic_id == cluster.controller.context.topic_ids["fresh"]
+        configs = {c.name: (c.value, c.config_source) for c in result.configs}
+        assert configs["retention.ms"] == ("60000", DYNAMIC_TOPIC_CONFIG)
+        assert configs["cleanup.policy"] == ("delete", DEFAULT_CONFIG)
+        answer = await wire.call(metadata_request(12, (None, "fresh")))
+        assert answer.topics[0].topic_id == result.topic_id
+
+        again = await wire.call(create("fresh"))
+        (result,) = again.topics
+        assert result.error_code == TOPIC_ALREADY_EXISTS
+        assert (result.topic_id, result.num_partitions, result.configs) == (None, -1, ())
+        await wire.aclose()
+
+
+async def test_delete_topics_v6_by_topic_id():
+    async with kafka_cluster(3, topics={"doomed": 2, "kept": 1}) as cluster:
+        ids = dict(cluster.controller.context.topic_ids)
+        wire = await KafkaWire.open(cluster, 2)
+
+        def delete(*topics: tuple[str | None, uuid.UUID | None]):
+            return delete_topics_v6.DeleteTopicsRequest(
+                topics=tuple(
+                    delete_topics_v6.DeleteTopicState(name=n, topic_id=i) for n, i in topics
+                ),
+                timeout=datetime.timedelta(seconds=30),
+            )
+
+        both = await wire.call(delete(("kept", ids["kept"])))
+        assert [t.error_code for t in both.responses] == [INVALID_REQUEST]
+        stranger = uuid.uuid4()
+        answer = await wire.call(delete((None, ids["doomed"]), (None, stranger)))
+        assert [(t.name, t.topic_id, t.error_code) for t in answer.responses] == [
+            ("doomed", ids["doomed"], NONE),
+            (None, stranger, UNKNOWN_TOPIC_ID),
+        ]
+        for broker in cluster.live():
+            assert not broker.server.metadata_cache.contains_topic("doomed")
+            assert broker.server.metadata_cache.contains_topic("kept")
         await wire.aclose()
 
 

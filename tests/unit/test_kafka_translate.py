@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import uuid
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 
+TOPIC_ID = uuid.UUID("6f1c3e2a-9b0d-4c8e-a1f2-3b4c5d6e7f80")
 TRANSLATIONS = {**translate_admin.TRANSLATIONS, **translate_groups.TRANSLATIONS}
 VERSIONS = [
     (api_key, version)
@@ -198,7 +200,11 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "timeout": 5_000,
         "validate_only": True,
     },
-    ApiKey.DELETE_TOPICS: {"topic_names": ["a", "b"], "timeout": 1_500},
+    ApiKey.DELETE_TOPICS: {
+        "topic_names": ["a", "b"],  # v0-5
+        "topics": [{"name": "a", "topic_id": None}, {"topic_id": TOPIC_ID}],  # v6
+        "timeout": 1_500,
+    },
     ApiKey.DELETE_RECORDS: {
         "topics": [
             {
@@ -347,7 +353,11 @@ def expected_native(api_key: int, version: int) -> Any:
             validate_only=True,
         )
     if api_key == ApiKey.DELETE_TOPICS:
-        return m.DeleteTopicsRequest(topic_names=["a", "b"], timeout_ms=1_500)
+        return m.DeleteTopicsRequest(
+            topic_names=since(6, ["a"], ["a", "b"]),
+            topic_ids=since(6, [TOPIC_ID.bytes], []),
+            timeout_ms=1_500,
+        )
     if api_key == ApiKey.DELETE_RECORDS:
         return m.DeleteRecordsRequest(
             topics=[
@@ -519,7 +529,20 @@ NATIVE_RESPONSES: dict[int, Any] = {
         throttle_time_ms=0,
         topics=[
             m.CreateTopicsResponseTopic(
-                name="a", error_code=0, error_message=None, num_partitions=3, replication_factor=2
+                name="a",
+                error_code=0,
+                error_message=None,
+                num_partitions=3,
+                replication_factor=2,
+                topic_id=TOPIC_ID.bytes,
+                configs=[
+                    m.CreateTopicsResponseConfig(
+                        name="cleanup.policy", value="delete", is_default=True
+                    ),
+                    m.CreateTopicsResponseConfig(
+                        name="retention.ms", value="1000", is_default=False
+                    ),
+                ],
             ),
             m.CreateTopicsResponseTopic(
                 name="b",
@@ -538,6 +561,12 @@ NATIVE_RESPONSES: dict[int, Any] = {
                 name="b",
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 error_message="topic 'b' does not exist",
+            ),
+            m.DeleteTopicsResponseTopic(
+                name="",
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                error_message="no topic has this topic id",
+                topic_id=TOPIC_ID.bytes,
             ),
         ],
     ),
@@ -694,13 +723,27 @@ def check_response(api_key: int, version: int, r: Any) -> None:
             ("a", 0, None),
             ("b", ErrorCode.INVALID_REPLICA_ASSIGNMENT, "brokers not live: [3]"),
         ]
+        if since(5):
+            a, b = r.topics
+            assert (a.num_partitions, a.replication_factor) == (3, 2)
+            assert [(c.name, c.value, c.config_source) for c in a.configs] == [
+                ("cleanup.policy", "delete", translate_admin.DEFAULT_CONFIG),
+                ("retention.ms", "1000", translate_admin.DYNAMIC_TOPIC_CONFIG),
+            ]
+            assert (b.num_partitions, b.replication_factor, b.configs) == (-1, -1, ())
+        if since(7):  # kio reads the zero id as None
+            assert [t.topic_id for t in r.topics] == [TOPIC_ID, None]
     elif api_key == ApiKey.DELETE_TOPICS:
+        # Before v6 names are not nullable: an unknown id's "" stays "" (never sent then).
         assert [(t.name, t.error_code) for t in r.responses] == [
             ("a", 0),
             ("b", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            (None if since(6) else "", ErrorCode.UNKNOWN_TOPIC_ID),
         ]
         if since(5):
             assert r.responses[1].error_message == "topic 'b' does not exist"
+        if since(6):
+            assert [t.topic_id for t in r.responses] == [None, None, TOPIC_ID]
     elif api_key == ApiKey.DELETE_RECORDS:
         assert [
             (t.name, p.partition_index, p.low_watermark, p.error_code)

@@ -3,8 +3,8 @@
 How it works: each action opens an admin client (client/admin/) on the bootstrap
 servers, does one thing and prints the result: `list` the topic names, without internal
 topics such as `__consumer_offsets` unless `--include-internal`/`--all` asks (they can
-still be described by name); `describe` as `kafka-topics --describe`
-does (a topic line, then one tab-separated line per partition, with `Leader: none` for
+still be described by name); `describe` as `kafka-topics --describe` does (a topic line
+with its `TopicId:`, then one tab-separated line per partition, with `Leader: none` for
 an offline partition and `Offline:` / `UnderReplicated: true` markers), or as JSON;
 `alter --partitions N` adds partitions (CreatePartitions), printing kafka-topics'
 warning about keyed records first.
@@ -226,8 +226,9 @@ def _describe(args: argparse.Namespace) -> int:
 
 def format_topic_line(topic: TopicDescription) -> str:
     configs = ",".join(f"{k}={v}" for k, v in sorted((topic.configs or {}).items()))
+    topic_id = "" if topic.topic_id is None else f"TopicId: {topic.topic_id_text}\t"
     return (
-        f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}\t"
+        f"Topic: {topic.name}\t{topic_id}PartitionCount: {len(topic.partitions)}\t"
         f"ReplicationFactor: {topic.replication_factor}\tConfigs: {configs}"
     )
 
@@ -252,6 +253,7 @@ def _ids(ids) -> str:
 def _topic_json(topic: TopicDescription, wanted) -> dict:
     return {
         "topic": topic.name,
+        "topic_id": topic.topic_id_text,
         "internal": topic.is_internal,
         "partition_count": len(topic.partitions),
         "replication_factor": topic.replication_factor,

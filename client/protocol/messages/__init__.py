@@ -43,6 +43,7 @@ from client.protocol.messages.controller import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    UpdateMetadataTopicId,
 )
 from client.protocol.messages.data import (
     CONSUMER_REPLICA_ID,
@@ -187,6 +188,7 @@ from client.protocol.messages.topics import (
     CreateTopicsConfig,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    CreateTopicsResponseConfig,
     CreateTopicsResponseTopic,
     CreateTopicsTopic,
     DeleteRecordsPartition,
@@ -236,6 +238,7 @@ __all__ = [
     "CreateTopicsConfig",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "CreateTopicsResponseConfig",
     "CreateTopicsResponseTopic",
     "CreateTopicsTopic",
     "DeleteGroupsRequest",
@@ -370,6 +373,7 @@ __all__ = [
     "UpdateMetadataPartitionState",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
+    "UpdateMetadataTopicId",
     "VerifyLogDirsPartition",
     "VerifyLogDirsRange",
     "VerifyLogDirsRequest",

@@ -5,7 +5,8 @@ How it works: messages declared with `schema.struct` (the conventions are in the
 docstring). Each carries the controller's epoch, so a broker can refuse a deposed
 controller's requests; LeaderAndIsr makes a broker leader or follower of partitions,
 StopReplica stops (and may delete) replicas, UpdateMetadata refreshes every broker's
-metadata cache, ControlledShutdown asks the controller to move leadership away first.
+metadata cache (topic ids included), ControlledShutdown asks the controller to move
+leadership away first.
 """
 
 from __future__ import annotations
@@ -126,12 +127,21 @@ class UpdateMetadataBroker:
 
 
 @struct
+class UpdateMetadataTopicId:
+    topic: str
+    topic_id: bytes  # 16 bytes (client/protocol/topic_ids.py)
+
+
+@struct
 class UpdateMetadataRequest:
     controller_id: int
     controller_epoch: int
     broker_epoch: int = -1
     partition_states: list[UpdateMetadataPartitionState]
     live_brokers: list[UpdateMetadataBroker]
+    # The id of each topic with a partition in `partition_states` that has one (Kafka's
+    # UpdateMetadata v7 topic_id); absent from older controllers.
+    topic_ids: list[UpdateMetadataTopicId] = empty_list()
 
 
 @struct

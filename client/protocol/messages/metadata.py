@@ -3,13 +3,14 @@
 How it works: messages declared with `schema.struct` (the conventions are in the package
 docstring). Every connection of a pool opens with ApiVersions, its last field ending in a
 blank line (`PROBE_LINE_END`) so that a text server answers at once and is recognised;
-Metadata then gives the brokers, the controller and each topic's partitions, which
-clients route every other request by.
+Metadata then gives the brokers, the controller and each topic's id and partitions,
+which clients route every other request by.
 """
 
 from __future__ import annotations
 
-from client.protocol.schema import struct
+from client.protocol.schema import empty_list, struct
+from client.protocol.topic_ids import ZERO_TOPIC_ID_BYTES
 
 # --- ApiVersions (18) ----------------------------------------------------------------------
 
@@ -50,6 +51,9 @@ class ApiVersionsResponse:
 class MetadataRequest:
     topics: list[str] | None  # None = all topics
     allow_auto_topic_creation: bool = False
+    # Topics asked for by id (16 bytes each; Kafka's Metadata v12), besides `topics`: each
+    # is answered under its name, or with UNKNOWN_TOPIC_ID, an empty name and the id.
+    topic_ids: list[bytes] = empty_list()
 
 
 @struct
@@ -77,6 +81,9 @@ class MetadataResponseTopic:
     name: str
     is_internal: bool
     partitions: list[MetadataResponsePartition]
+    # The topic id (16 bytes, client/protocol/topic_ids.py); zeros when it has none, or
+    # from a broker older than topic ids.
+    topic_id: bytes = ZERO_TOPIC_ID_BYTES
 
 
 @struct

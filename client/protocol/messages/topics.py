@@ -11,6 +11,7 @@ with `CONFIG_SET` / `CONFIG_DELETE` operations.
 from __future__ import annotations
 
 from client.protocol.schema import empty_list, struct
+from client.protocol.topic_ids import ZERO_TOPIC_ID_BYTES
 
 # --- CreateTopics (19) ---------------------------------------------------------------------
 
@@ -44,12 +45,28 @@ class CreateTopicsRequest:
 
 
 @struct
+class CreateTopicsResponseConfig:
+    """One config of a created topic: its override, or the broker's default."""
+
+    name: str
+    value: str | None
+    is_default: bool
+    read_only: bool = False
+    is_sensitive: bool = False
+
+
+@struct
 class CreateTopicsResponseTopic:
     name: str
     error_code: int
     error_message: str | None
     num_partitions: int
     replication_factor: int
+    # The new topic's id (16 bytes, client/protocol/topic_ids.py; zeros when not created,
+    # as for validate_only) and its every config (empty on error); both absent from
+    # brokers older than topic ids.
+    topic_id: bytes = ZERO_TOPIC_ID_BYTES
+    configs: list[CreateTopicsResponseConfig] = empty_list()
 
 
 @struct
@@ -65,13 +82,16 @@ class CreateTopicsResponse:
 class DeleteTopicsRequest:
     topic_names: list[str]
     timeout_ms: int
+    # Topics named by id instead (16 bytes each; Kafka's DeleteTopics v6).
+    topic_ids: list[bytes] = empty_list()
 
 
 @struct
 class DeleteTopicsResponseTopic:
-    name: str
+    name: str  # "" for an id no topic has
     error_code: int
     error_message: str | None
+    topic_id: bytes = ZERO_TOPIC_ID_BYTES  # the id asked for (zeros when asked by name)
 
 
 @struct

@@ -1,0 +1,246 @@
+"""Topic ids (KIP-516) on a real 3-broker cluster (real processes, real ZooKeeper): every
+broker answers the id the topic znode holds, natively and on its Kafka listener; the id
+survives restarts of a broker and of the controller; a topic deleted and created again
+gets a new one; a topic whose znode has no id (written before ids existed) is given one;
+confluent-kafka (librdkafka) sees the id; and Metadata for a name no topic can have
+answers INVALID_TOPIC_EXCEPTION, to Tributary's client and to kafka-python.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+import uuid
+
+import pytest
+import trio
+from kio.index import load_response_from_request
+from kio.schema.metadata.v12 import request as metadata_v12
+from kio.serial import entity_reader, entity_writer
+
+from client.connection import open_connection
+from client.protocol import messages as m
+from client.protocol.errors import ErrorCode
+from client.protocol.topic_ids import ZERO_TOPIC_ID, topic_id_of_bytes
+from server_common import zkdata
+from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.helpers import create_topic, wait_until
+from tools.cluster.launcher import LocalCluster
+
+INVALID_TOPIC_EXCEPTION = 17
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("topic-ids"),
+        brokers=3,
+        controllers=1,
+        base_port=None,
+        broker_overrides=dict(TEST_BROKER_SETTINGS),
+        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
+    )
+    try:
+        cluster.up(timeout_s=60)
+        yield cluster
+    finally:
+        cluster.down(timeout_s=20)
+
+
+def native_metadata(cluster: LocalCluster, broker_id: int, *topics: str) -> m.MetadataResponse:
+    async def go():
+        port = cluster.process(f"broker-{broker_id}").port
+        async with open_connection("127.0.0.1", port) as conn:
+            return await conn.request(m.MetadataRequest(topics=list(topics)), timeout_s=20)
+
+    return trio.run(go)
+
+
+def native_ids(cluster: LocalCluster, topic: str) -> dict[int, uuid.UUID | ErrorCode]:
+    """Each broker's answer for `topic`: its id, or the error code."""
+    out: dict[int, uuid.UUID | ErrorCode] = {}
+    for broker in cluster.state.brokers():
+        (answer,) = native_metadata(cluster, broker.id, topic).topics
+        code = ErrorCode.from_code(answer.error_code)
+        out[broker.id] = topic_id_of_bytes(answer.topic_id) if code is ErrorCode.NONE else code
+    return out
+
+
+def kafka_metadata(cluster: LocalCluster, broker_id: int, *topics: str):
+    """A Kafka Metadata v12 request to the broker's Kafka listener, over a plain socket."""
+    request = metadata_v12.MetadataRequest(
+        topics=tuple(metadata_v12.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    header_cls = type(request).__header_schema__
+    out = io.BytesIO()
+    entity_writer(header_cls)(
+        out,
+        header_cls(
+            request_api_key=type(request).__api_key__,
+            request_api_version=type(request).__version__,
+            correlation_id=1,
+            client_id="topic-ids-test",
+        ),
+    )
+    entity_writer(type(request))(out, request)
+    port = cluster.process(f"broker-{broker_id}").kafka_port
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(struct.pack(">i", out.tell()) + out.getvalue())
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(1 << 16)
+            assert chunk, "the broker closed the connection"
+            data += chunk
+    response_cls = load_response_from_request(type(request))
+    frame = data[4:]
+    _, used = entity_reader(response_cls.__header_schema__)(frame, 0)
+    response, _ = entity_reader(response_cls)(frame, used)
+    return response
+
+
+def znode_id(cluster: LocalCluster, topic: str) -> uuid.UUID | None:
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=cluster.state.zookeeper_connect)
+    zk.start(timeout=10)
+    try:
+        data, _ = zk.get(zkdata.topic_path(topic))
+    finally:
+        zk.stop()
+        zk.close()
+    return zkdata.TopicAssignment.decode(topic, data).topic_id
+
+
+def agreed_id(cluster: LocalCluster, topic: str, timeout_s: float = 30) -> uuid.UUID:
+    """The topic's id once the znode has one and every broker answers it."""
+
+    def agreed():
+        found = znode_id(cluster, topic)
+        answers = set(native_ids(cluster, topic).values())
+        return found if found is not None and answers == {found} else None
+
+    return wait_until(agreed, timeout_s, interval_s=0.2)
+
+
+def delete_topic(cluster: LocalCluster, topic: str) -> None:
+    async def go():
+        port = cluster.state.brokers()[0].port
+        async with open_connection("127.0.0.1", port) as conn:
+            response = await conn.request(
+                m.DeleteTopicsRequest(topic_names=[topic], timeout_ms=30_000), timeout_s=40
+            )
+        assert response.responses[0].error_code == ErrorCode.NONE, response
+
+    trio.run(go)
+
+
+def test_every_broker_answers_the_same_id_before_and_after_restarts(cluster):
+    create_topic(cluster, "ids", partitions=3, rf=3)
+    topic_id = agreed_id(cluster, "ids")
+    assert topic_id != ZERO_TOPIC_ID
+    for broker in cluster.state.brokers():
+        (answer,) = kafka_metadata(cluster, broker.id, "ids").topics
+        assert (answer.name, answer.error_code, answer.topic_id) == ("ids", 0, topic_id)
+
+    cluster.stop("broker-2")
+    cluster.start("broker-2")
+    assert agreed_id(cluster, "ids") == topic_id
+
+    # A new controller loads the id from ZooKeeper; a broker started after it (with an
+    # empty metadata cache) learns the id from the new controller only.
+    controller = cluster.state.controllers()[0].name
+    cluster.kill(controller)
+    cluster.stop("broker-3")
+    cluster.start(controller)
+    cluster.start("broker-3")
+    assert agreed_id(cluster, "ids") == topic_id
+    (answer,) = kafka_metadata(cluster, 3, "ids").topics
+    assert answer.topic_id == topic_id
+
+
+def test_a_topic_deleted_and_created_again_gets_a_new_id(cluster):
+    create_topic(cluster, "again", partitions=2, rf=2)
+    first = agreed_id(cluster, "again")
+    delete_topic(cluster, "again")
+    wait_until(
+        lambda: (
+            set(native_ids(cluster, "again").values()) == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        ),
+        30,
+    )
+    # The znodes go after the brokers dropped the topic: create once they are gone.
+    wait_until(lambda: _absent(cluster, "again"), 30)
+    create_topic(cluster, "again", partitions=2, rf=2)
+    second = agreed_id(cluster, "again")
+    assert second not in (first, ZERO_TOPIC_ID)
+
+
+def _absent(cluster: LocalCluster, topic: str) -> bool:
+    try:
+        znode_id(cluster, topic)
+    except Exception:  # kazoo's NoNodeError
+        return True
+    return False
+
+
+def test_a_topic_znode_without_an_id_is_given_one_by_the_controller(cluster):
+    from kazoo.client import KazooClient
+
+    brokers = [b.id for b in cluster.state.brokers()]
+    old = zkdata.TopicAssignment("from-before-ids", {0: tuple(brokers), 1: tuple(brokers[:2])})
+    zk = KazooClient(hosts=cluster.state.zookeeper_connect)
+    zk.start(timeout=10)
+    try:
+        zk.create(zkdata.topic_path(old.topic), old.encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    assert b"topic_id" not in old.encode()
+    topic_id = agreed_id(cluster, old.topic)
+    assert topic_id != ZERO_TOPIC_ID
+
+
+def test_kafka_clients_see_the_topic_id(cluster):
+    """kcat's JSON (-L -J) has no topic ids; librdkafka's DescribeTopics and kafka-python's
+    admin do (kafka-python also asks by id, Metadata v12)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kafka_admin = pytest.importorskip("kafka.admin")
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(cluster, "seen-by-clients", partitions=2, rf=3)
+    topic_id = agreed_id(cluster, "seen-by-clients")
+    admin = AdminClient({"bootstrap.servers": cluster.state.kafka_bootstrap_servers})
+    futures = admin.describe_topics(
+        confluent_kafka.TopicCollection(["seen-by-clients"]), request_timeout=20
+    )
+    described = futures["seen-by-clients"].result(timeout=30)
+    # librdkafka prints ids in standard base64 ("+" and "/"), Kafka URL-safe: compare bits.
+    high = described.topic_id.get_most_significant_bits() & (1 << 64) - 1
+    low = described.topic_id.get_least_significant_bits() & (1 << 64) - 1
+    assert uuid.UUID(int=high << 64 | low) == topic_id
+    assert len(described.partitions) == 2
+
+    client = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.state.kafka_bootstrap_servers)
+    try:
+        (by_name,) = client.describe_topics(["seen-by-clients"])
+        assert (by_name["error_code"], by_name["topic_id"]) == (0, str(topic_id))
+        (by_id,) = client.describe_topics([topic_id])
+        assert (by_id["error_code"], by_id["name"]) == (0, "seen-by-clients")
+        assert len(by_id["partitions"]) == 2
+        (illegal,) = client.describe_topics(["bad$#!"])
+        assert (illegal["error_code"], illegal["name"]) == (INVALID_TOPIC_EXCEPTION, "bad$#!")
+    finally:
+        client.close()
+
+
+def test_metadata_for_an_illegal_name_is_invalid_topic_exception(cluster):
+    for name in ("bad$#!", "x" * 250, "..", "."):
+        (native,) = native_metadata(cluster, 1, name).topics
+        assert native.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, name
+        (kafka,) = kafka_metadata(cluster, 2, name).topics
+        assert kafka.error_code == INVALID_TOPIC_EXCEPTION, name
+    (unknown,) = kafka_metadata(cluster, 2, "legal-but-absent").topics
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
