@@ -106,6 +106,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_local_cluster_cli.py": 28,
     "tests/integration/test_make_run.py": 27,
     "tests/integration/test_end_to_end.py": 25,
+    "tests/integration/test_group_liveness.py": 25,
     "tests/integration/test_groups_cli.py": 20,
     "tests/integration/test_perf_tools.py": 19,
     "tests/integration/test_consumer_groups.py": 18,

@@ -8,6 +8,21 @@ wait (for the other members, for the offsets partition's ISR), so they return a 
 the coordinator's callback fills. FindCoordinator is answered from the metadata cache
 on the listener the request came in on, creating `__consumer_offsets` on first use.
 The client's host (DescribeGroups shows it) comes from the connection.
+
+FindCoordinator for a transactional id (key type 1) is refused until Tributary has a
+transaction coordinator, with CLUSTER_AUTHORIZATION_FAILED and a message saying that
+transactions are not supported. Kafka 2.8 has no "feature missing" answer to copy (its
+handleFindCoordinatorRequest only refuses an unauthorized key, or answers
+COORDINATOR_NOT_AVAILABLE while the topic is missing), so the code is the one clients
+stop on at once: librdkafka (confluent-kafka, kcat) retries every other error of its
+transaction-coordinator lookup until init_transactions times out (a retriable _TIMED_OUT
+that says nothing of why; COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST and
+UNSUPPORTED_VERSION all end that way) and fails for good, printing the broker's message,
+on TRANSACTIONAL_ID_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED. Of these two
+the cluster-wide refusal is the true one (no transactional id would do), and Kafka's Java
+producer reports it with the message too ("unexpected error: ..."), where it would
+replace it with "Transactional Id authorization failed." for the other. Any other key
+type is an INVALID_REQUEST, as in Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +39,13 @@ from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode
 from server_common.network import Reply, client_host
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+NO_TRANSACTIONS = (
+    "Tributary does not support transactions: there is no transaction coordinator "
+    "(unset transactional.id; idempotent producers are supported)"
+)
 
 GROUP_APIS = frozenset(
     {
@@ -91,8 +113,12 @@ class GroupHandlers:
                 port=port,
             )
 
-        if request.key_type != 0:
-            return answer(ErrorCode.INVALID_REQUEST, "only group coordinators (key_type 0)")
+        if request.key_type == TRANSACTION_KEY_TYPE:
+            return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, NO_TRANSACTIONS)
+        if request.key_type != GROUP_KEY_TYPE:
+            return answer(
+                ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
+            )
         if not request.key:
             return answer(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
         partitions = self.cache.topics.get(OFFSETS_TOPIC)

@@ -13,7 +13,8 @@ answers every group, member, topic and partition of the request with the error c
 Version ranges (what librdkafka 2.x, kafka-python 3.x and aiokafka 0.14 negotiate, capped
 where a newer version promises something the native side does not do):
 - FindCoordinator 0-3: v4+ batch several keys in one request (KIP-699) and the native
-  request has one key. Key type 1 (transactions) gets the native handler's INVALID_REQUEST.
+  request has one key. Key type 1 (transactions) gets the native handler's
+  CLUSTER_AUTHORIZATION_FAILED: no transactions (broker/handlers/groups.py says why).
 - JoinGroup 4-8: v4 is the first where a new member expects MEMBER_ID_REQUIRED (KIP-394),
   which the coordinator always does; v5 adds static membership (KIP-345); v7's
   protocol_type (KIP-559) is answered null, which clients accept; v8's reason is only

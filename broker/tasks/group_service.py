@@ -26,12 +26,17 @@ import trio.lowlevel
 
 from broker.core.assignment import AssignmentError, assign_replicas
 from broker.core.delayed_produce import ProduceResult
-from broker.core.group.coordinator import GroupConfig, GroupCoordinator, GroupLoader, Records
+from broker.core.group.coordinator import (
+    Done,
+    GroupConfig,
+    GroupCoordinator,
+    GroupLoader,
+    Records,
+)
 from broker.core.group.offsets_topic import OFFSETS_TOPIC
 from broker.core.replica_manager import ReplicaManager
 from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import records as rec
-from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from server_common.zk import ZkError
 
@@ -88,7 +93,7 @@ class GroupService:
         partition: int,
         records: Records,
         now_ms: int,
-        done: Callable[[ErrorCode], None],
+        done: Done,
     ) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         batch = rec.build_batch(
@@ -96,7 +101,7 @@ class GroupService:
         )
 
         def respond(results: dict[TopicPartition, ProduceResult]) -> None:
-            done(results[tp].error_code)
+            done(results[tp].error_code, self.now_ms())
 
         self.rm.append_records(
             now_ms,

@@ -139,3 +139,30 @@ async def test_group_and_offsets_survive_the_loss_of_the_coordinator(autojump_cl
         assert beat.error_code == ErrorCode.NONE
         answer = await ask(cluster, successor.node_id, commit("g", member, generation, 43))
         assert answer.topics[0].partitions[0].error_code == ErrorCode.NONE
+
+
+async def test_a_member_silent_after_its_sync_is_expired_by_the_brokers_timer(autojump_clock):
+    # The shell's reaper wakes for the session deadline the SyncGroup answer re-armed.
+    async with open_test_cluster(3, topics={"t": 1}, broker_settings=GROUP_SETTINGS) as cluster:
+        found = await find_coordinator(cluster, "g")
+        member, generation = await join_stable(cluster, found.node_id, "g")
+        await trio.sleep(10 + 1)  # its 10 s session, and nothing sent
+        described = await ask(cluster, found.node_id, m.DescribeGroupsRequest(groups=["g"]))
+        [group] = described.groups
+        assert group.group_state == "Empty" and group.members == []
+        beat = await ask(
+            cluster,
+            found.node_id,
+            m.HeartbeatRequest(group_id="g", generation_id=generation, member_id=member),
+        )
+        assert beat.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+async def test_find_coordinator_refuses_transactional_ids_and_unknown_key_types(autojump_clock):
+    async with open_test_cluster(1, broker_settings=GROUP_SETTINGS) as cluster:
+        txn = await ask(cluster, 1, m.FindCoordinatorRequest(key="txn-1", key_type=1))
+        assert txn.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert "does not support transactions" in txn.error_message
+        assert (txn.node_id, txn.host, txn.port) == (-1, "", -1)
+        odd = await ask(cluster, 1, m.FindCoordinatorRequest(key="x", key_type=7))
+        assert odd.error_code == ErrorCode.INVALID_REQUEST

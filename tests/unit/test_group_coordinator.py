@@ -32,10 +32,10 @@ class OffsetsLog:
 
     def append(self, partition, records, now_ms, done) -> None:
         if self.fail_with is not None:
-            done(self.fail_with)
+            done(self.fail_with, now_ms)
             return
         self.records.extend(records)
-        done(ErrorCode.NONE)
+        done(ErrorCode.NONE, now_ms)
 
 
 class Harness:

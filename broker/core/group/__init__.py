@@ -14,7 +14,8 @@ Modules:
 - `metadata_manager.py`: `GroupMetadataManager`, the groups this broker coordinates:
   loading them from the offsets partitions it leads (`GroupLoader`), writing group
   metadata, offset commits and tombstones, and expiring offsets;
-- `delayed.py`: the delayed joins and heartbeats the membership waits on in purgatories;
+- `delayed.py`: the delayed joins, syncs and heartbeats the membership waits on in
+  purgatories;
 - `group.py`: a group and its members, with the state transitions Kafka allows;
 - `offsets_topic.py`: the keys and values of `__consumer_offsets`, and which partition
   holds a group;

@@ -40,6 +40,7 @@ from broker.core.group.membership import (
 )
 from broker.core.group.metadata_manager import (
     Append,
+    Done,
     GroupLoader,
     GroupMetadataManager,
     Records,
@@ -49,6 +50,7 @@ from client.protocol.errors import ErrorCode
 
 # The broker shell imports the group core's names from here (some defined beside it).
 __all__ = [
+    "Done",
     "GroupConfig",
     "GroupCoordinator",
     "GroupLoader",

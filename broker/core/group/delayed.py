@@ -1,5 +1,5 @@
 """The group coordinator's delayed operations (Kafka's DelayedJoin, InitialDelayedJoin,
-DelayedHeartbeat), held in ordinary `Purgatory`s.
+DelayedSync, DelayedHeartbeat), held in ordinary `Purgatory`s.
 
 How it works: each operation only knows how to ask the membership state machine
 (`membership.py`, described here by the `Membership` protocol so that this module needs
@@ -11,8 +11,14 @@ owns every decision.
 - `InitialDelayedJoin` is the first rebalance of an empty group: it always waits
   `group.initial.rebalance.delay.ms`, and again (up to the rebalance timeout) while new
   members keep arriving, so a group starting with many consumers rebalances once.
-- `DelayedHeartbeat` (key: (group, member)) expires a member whose heartbeat did not come
-  within its session timeout; a heartbeat completes it and schedules the next one.
+- `DelayedSync` (key: `sync_key(group)`) waits, at most the group's rebalance timeout
+  after a join phase, for every member of the new generation to send SyncGroup
+  (KAFKA-12890); those that did not are then removed.
+- `DelayedHeartbeat` (key: (group, member id)) expires a member whose heartbeat did not
+  come within its session timeout; a heartbeat completes it and schedules the next one.
+  It names the member by the id it was armed for: once that id has left the group (the
+  member left, was removed, or a restarted static member took a new id) it completes
+  without effect.
 - `DelayedPendingMember` (key: (group, member)) forgets a KIP-394 pending member that did
   not rejoin within its session timeout.
 """
@@ -21,16 +27,23 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from broker.core.group.group import Group, Member
+from broker.core.group.group import Group
 from broker.core.purgatory import DelayedOperation
 
 __all__ = [
     "DelayedHeartbeat",
     "DelayedJoin",
     "DelayedPendingMember",
+    "DelayedSync",
     "InitialDelayedJoin",
     "Membership",
+    "sync_key",
 ]
+
+
+def sync_key(group_id: str) -> tuple[str, str]:
+    """The key a group's `DelayedSync` waits under (its `DelayedJoin`'s is the group id)."""
+    return ("sync", group_id)
 
 
 class Membership(Protocol):
@@ -42,9 +55,13 @@ class Membership(Protocol):
 
     def on_initial_join_delay(self, op: InitialDelayedJoin) -> None: ...
 
-    def heartbeat_satisfied(self, member: Member) -> bool: ...
+    def all_synced(self, group: Group, generation: int) -> bool: ...
 
-    def on_heartbeat_expired(self, group: Group, member: Member, now_ms: int) -> None: ...
+    def on_sync_expired(self, group: Group, generation: int, now_ms: int) -> None: ...
+
+    def heartbeat_satisfied(self, group: Group, member_id: str) -> bool: ...
+
+    def on_heartbeat_expired(self, group: Group, member_id: str, now_ms: int) -> None: ...
 
     def on_pending_member_expired(self, group: Group, member_id: str, now_ms: int) -> None: ...
 
@@ -86,21 +103,38 @@ class InitialDelayedJoin(DelayedJoin):
         self.membership.on_initial_join_delay(self)
 
 
-class DelayedHeartbeat(DelayedOperation):
-    __slots__ = ("membership", "group", "member")
+class DelayedSync(DelayedOperation):
+    __slots__ = ("membership", "group", "generation")
 
-    def __init__(self, membership: Membership, group: Group, member: Member, deadline_ms: int):
+    def __init__(self, membership: Membership, group: Group, generation: int, deadline_ms: int):
         super().__init__(deadline_ms)
         self.membership = membership
         self.group = group
-        self.member = member
+        self.generation = generation
 
     def try_complete(self, now_ms: int) -> bool:
-        return self.membership.heartbeat_satisfied(self.member)
+        return self.membership.all_synced(self.group, self.generation)
 
     def on_complete(self) -> None:
         if self.expired:
-            self.membership.on_heartbeat_expired(self.group, self.member, self.completed_ms)
+            self.membership.on_sync_expired(self.group, self.generation, self.completed_ms)
+
+
+class DelayedHeartbeat(DelayedOperation):
+    __slots__ = ("membership", "group", "member_id")
+
+    def __init__(self, membership: Membership, group: Group, member_id: str, deadline_ms: int):
+        super().__init__(deadline_ms)
+        self.membership = membership
+        self.group = group
+        self.member_id = member_id
+
+    def try_complete(self, now_ms: int) -> bool:
+        return self.membership.heartbeat_satisfied(self.group, self.member_id)
+
+    def on_complete(self) -> None:
+        if self.expired:
+            self.membership.on_heartbeat_expired(self.group, self.member_id, self.completed_ms)
 
 
 class DelayedPendingMember(DelayedOperation):

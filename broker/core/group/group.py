@@ -12,6 +12,8 @@ How it works (Kafka 2.8's `GroupMetadata`/`MemberMetadata`):
   id are only *pending* (KIP-394) until they rejoin with the id they were given.
 - During a rebalance each member parks its JoinGroup answer (`join_callback`) and, after
   the join phase, its SyncGroup answer (`sync_callback`); the coordinator calls them.
+  `pending_sync` holds the members of the generation that have not sent SyncGroup yet
+  (KAFKA-12890: they are removed if they do not within the rebalance timeout).
 - `offsets` are the committed offsets, `(topic, partition) -> OffsetValue`.
 """
 
@@ -106,6 +108,7 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending_sync: set[str] = field(default_factory=set)  # not yet synced this generation
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
     new_member_added: bool = False
 
@@ -143,6 +146,7 @@ class Group:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.pending_sync.discard(member_id)
         if member.group_instance_id is not None:
             if self.static_members.get(member.group_instance_id) == member_id:
                 del self.static_members[member.group_instance_id]
@@ -159,6 +163,9 @@ class Group:
         member.member_id = new_id
         self.members[new_id] = member
         self.static_members[instance_id] = new_id
+        if old_id in self.pending_sync:  # the new incarnation still owes its SyncGroup
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         if self.leader == old_id:
             self.leader = new_id
         return member

@@ -13,10 +13,17 @@ generation, fencing) and hands the group to this class, which moves it through i
   SyncGroup, whose assignment is written to the partition (acks=all,
   `metadata_manager.py`) before every member gets its share and the group is Stable. An
   empty group's first rebalance waits `group.initial.rebalance.delay.ms` for more
-  members (`InitialDelayedJoin`).
+  members (`InitialDelayedJoin`). Dynamic members that did not rejoin in time are
+  removed when the join phase ends; static ones stay, their session decides (Kafka 2.8).
+  Every member must then send SyncGroup within the rebalance timeout (`DelayedSync`,
+  KAFKA-12890), or it is removed and the group rebalances.
 - Liveness: each member has a `DelayedHeartbeat` for its session timeout; a heartbeat,
-  join, sync or commit completes it and schedules the next (`schedule_heartbeat`). An
-  expired member is removed and the group rebalances.
+  commit or Stable sync completes it and schedules the next (`schedule_heartbeat`). A
+  member waiting for its JoinGroup or SyncGroup answer counts as alive, so every such
+  answer re-arms the member's session as it goes out (Kafka's onCompleteJoin and
+  propagateAssignment): the end of a join phase re-arms every member, and a member that
+  falls silent after any answer is expired one session later, removed, and the group
+  rebalances (a parked SyncGroup then gets REBALANCE_IN_PROGRESS).
 - KIP-394: a first join without a member id gets MEMBER_ID_REQUIRED and an id, and is
   only *pending* (a `DelayedPendingMember` forgets it after its session timeout) until
   it rejoins with it. KIP-345: a static member (`group_instance_id`) that comes back
@@ -24,8 +31,9 @@ generation, fencing) and hands the group to this class, which moves it through i
   rebalance; the old id is fenced (FENCED_INSTANCE_ID).
 
 The delayed operations (`delayed.py`) call back `can_complete_join`, `on_complete_join`,
-`on_initial_join_delay`, `heartbeat_satisfied`, `on_heartbeat_expired` and
-`on_pending_member_expired`; both purgatories live here.
+`on_initial_join_delay`, `all_synced`, `on_sync_expired`, `heartbeat_satisfied`,
+`on_heartbeat_expired` and `on_pending_member_expired`; both purgatories live here (the
+join purgatory holds the `DelayedSync`s too).
 """
 
 from __future__ import annotations
@@ -40,7 +48,9 @@ from broker.core.group.delayed import (
     DelayedHeartbeat,
     DelayedJoin,
     DelayedPendingMember,
+    DelayedSync,
     InitialDelayedJoin,
+    sync_key,
 )
 from broker.core.group.group import Group, GroupState, Member
 from broker.core.group.metadata_manager import GroupMetadataManager, append_error
@@ -201,21 +211,20 @@ class GroupMembership:
         if old.sync_callback is not None:
             callback, old.sync_callback = old.sync_callback, None
             callback(sync_answer(ErrorCode.FENCED_INSTANCE_ID))
-        self.heartbeat_purgatory.check_and_complete((group.group_id, old_id), now_ms)
         member = group.replace_static_member(instance_id, old_id, new_id)
+        # The old id's session wait ends without effect; the new id gets a session.
+        self.heartbeat_purgatory.check_and_complete((group.group_id, old_id), now_ms)
         member.client_id, member.client_host = request.client_id, request.client_host
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        self.schedule_heartbeat(group, member, now_ms)
         if group.is_state(GroupState.STABLE) and member.matches(request.protocols):
             # KIP-345: a returning static member keeps its assignment, no rebalance.
-            self.schedule_heartbeat(group, member, now_ms)
             self._metadata.store_group_quietly(group, now_ms)
             respond(self._join_answer(group, member, with_members=False))
-        elif group.is_state(GroupState.COMPLETING_REBALANCE):
-            member.protocols = list(request.protocols)
-            self.schedule_heartbeat(group, member, now_ms)
-            respond(self._join_answer(group, member))
         else:
+            # In CompletingRebalance too (as Kafka): the leader may be assigning to the old
+            # id already, so the generation is redone with the new one.
             member.protocols = list(request.protocols)
             member.join_callback = respond
             self.maybe_prepare_rebalance(group, now_ms, f"static member {new_id} rejoined")
@@ -274,7 +283,9 @@ class GroupMembership:
 
     def _prepare_rebalance(self, group: Group, now_ms: int, reason: str) -> None:
         if group.is_state(GroupState.COMPLETING_REBALANCE):
-            self._fail_sync(group, ErrorCode.REBALANCE_IN_PROGRESS)
+            self._fail_sync(group, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
+        group.pending_sync.clear()
+        self.join_purgatory.check_and_complete(sync_key(group.group_id), now_ms)
         timeout = group.max_rebalance_timeout_ms()
         delay = min(self.config.initial_rebalance_delay_ms, timeout)
         if group.is_state(GroupState.EMPTY) and delay > 0:
@@ -323,11 +334,18 @@ class GroupMembership:
         if not group.is_state(GroupState.PREPARING_REBALANCE):
             return  # unloaded or deleted meanwhile
         for member in group.not_yet_rejoined():
-            log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
-            self._remove_member(group, member, now_ms)
+            if member.group_instance_id is None:  # static members stay: their session decides
+                log.info(
+                    "group %s: member %s did not rejoin in time", group.group_id, member.member_id
+                )
+                self._remove_member(group, member, now_ms)
+        if group.members and not _elect_joined_leader(group):
+            # Only static members that have not rejoined: wait for them (or their expiry).
+            log.info("group %s: no member rejoined; waiting again", group.group_id)
+            again = DelayedJoin(self, group, now_ms + group.max_rebalance_timeout_ms())
+            self.join_purgatory.try_complete_else_watch(again, [group.group_id], now_ms)
+            return
         group.pending_members.clear()
-        if group.leader is None or not group.has(group.leader):
-            group.leader = next(iter(group.members), None)
         group.generation += 1
         self._stats.rebalances += 1
         if not group.members:
@@ -346,13 +364,18 @@ class GroupMembership:
             group.protocol,
             group.leader,
         )
+        group.pending_sync = set(group.members)
         for member in list(group.members.values()):
             answer = self._join_answer(group, member)
             callback, member.join_callback = member.join_callback, None
             member.is_new = False
-            self.schedule_heartbeat(group, member, now_ms)
+            self.schedule_heartbeat(group, member, now_ms)  # every member's session restarts
             if callback is not None:
                 callback(answer)
+        sync_wait = DelayedSync(
+            self, group, group.generation, now_ms + group.max_rebalance_timeout_ms()
+        )
+        self.join_purgatory.try_complete_else_watch(sync_wait, [sync_key(group.group_id)], now_ms)
 
     def _join_answer(
         self, group: Group, member: Member, *, with_members: bool = True
@@ -392,34 +415,41 @@ class GroupMembership:
         elif group.is_state(GroupState.PREPARING_REBALANCE):
             respond(sync_answer(ErrorCode.REBALANCE_IN_PROGRESS))
         elif group.is_state(GroupState.STABLE):
+            self._synced(group, member, now_ms)
             self.schedule_heartbeat(group, member, now_ms)
             respond(sync_answer(ErrorCode.NONE, member.assignment))
-        else:  # CompletingRebalance
+        else:  # CompletingRebalance: parked (alive meanwhile) until the assignment is stored
             if member.sync_callback is not None and member.sync_callback is not respond:
                 old, member.sync_callback = member.sync_callback, None
                 old(sync_answer(ErrorCode.REBALANCE_IN_PROGRESS))
             member.sync_callback = respond
-            self.schedule_heartbeat(group, member, now_ms)
+            self._synced(group, member, now_ms)
             if group.is_leader(member.member_id):
                 full = {mid: assignments.get(mid, b"") for mid in group.members}
                 self._store_assignment(group, full, now_ms)
 
+    def _synced(self, group: Group, member: Member, now_ms: int) -> None:
+        group.pending_sync.discard(member.member_id)
+        self.join_purgatory.check_and_complete(sync_key(group.group_id), now_ms)
+
     def _store_assignment(self, group: Group, assignment: dict[str, bytes], now_ms: int) -> None:
         generation = group.generation
 
-        def stored(code: ErrorCode) -> None:
+        def stored(code: ErrorCode, now_ms: int) -> None:
             if group.state is not GroupState.COMPLETING_REBALANCE or group.generation != (
                 generation
             ):
                 return  # a newer rebalance or an unload took over
             if code is not ErrorCode.NONE:
-                self._fail_sync(group, append_error(code))
+                self._fail_sync(group, append_error(code), now_ms)
                 self.maybe_prepare_rebalance(group, now_ms, f"storing the assignment: {code.name}")
                 return
-            for member_id, member in group.members.items():
+            for member_id, member in list(group.members.items()):
                 member.assignment = assignment.get(member_id, b"")
                 callback, member.sync_callback = member.sync_callback, None
                 if callback is not None:
+                    # Its session restarts with the answer (Kafka's propagateAssignment).
+                    self.schedule_heartbeat(group, member, now_ms)
                     callback(sync_answer(ErrorCode.NONE, member.assignment))
             group.transition_to(GroupState.STABLE, now_ms)
             self._events(
@@ -433,11 +463,15 @@ class GroupMembership:
 
         self._metadata.store_group(group, assignment, now_ms, stored)
 
-    def _fail_sync(self, group: Group, code: ErrorCode) -> None:
-        for member in group.members.values():
+    def _fail_sync(self, group: Group, code: ErrorCode, rearm_ms: int | None) -> None:
+        """Answer every parked SyncGroup with `code`; each answered member's session
+        restarts at `rearm_ms` (None: the group is going away)."""
+        for member in list(group.members.values()):
             member.assignment = b""
             callback, member.sync_callback = member.sync_callback, None
             if callback is not None:
+                if rearm_ms is not None:
+                    self.schedule_heartbeat(group, member, rearm_ms)
                 callback(sync_answer(code))
 
     # -- loading and unloading -------------------------------------------------------
@@ -452,9 +486,12 @@ class GroupMembership:
             callback, member.join_callback = member.join_callback, None
             if callback is not None:
                 callback(join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
-        self._fail_sync(group, ErrorCode.NOT_COORDINATOR)
+        self._fail_sync(group, ErrorCode.NOT_COORDINATOR, None)
         group.transition_to(GroupState.DEAD, now_ms)
         self.join_purgatory.check_and_complete(group.group_id, now_ms)
+        self.join_purgatory.check_and_complete(sync_key(group.group_id), now_ms)
+        for member_id in group.members:  # their session waits end with the group
+            self.heartbeat_purgatory.check_and_complete((group.group_id, member_id), now_ms)
 
     # -- liveness --------------------------------------------------------------------
     def schedule_heartbeat(
@@ -467,19 +504,23 @@ class GroupMembership:
         self.heartbeat_purgatory.check_and_complete(key, now_ms)
         member.heartbeat_satisfied = False
         deadline = now_ms + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
-        op = DelayedHeartbeat(self, group, member, deadline)
+        op = DelayedHeartbeat(self, group, member.member_id, deadline)
         self.heartbeat_purgatory.try_complete_else_watch(op, [key], now_ms)
 
-    def heartbeat_satisfied(self, member: Member) -> bool:
-        if member.is_new:
+    def heartbeat_satisfied(self, group: Group, member_id: str) -> bool:
+        """Whether `member_id`'s session wait is over: it heartbeated, waits for an
+        answer (alive meanwhile), or is no longer in the group (nothing to expire)."""
+        member = group.members.get(member_id)
+        if member is None or group.is_state(GroupState.DEAD):
+            return True
+        if member.is_new:  # a new member may be expired while its join waits
             return member.heartbeat_satisfied
         return member.heartbeat_satisfied or member.awaiting_join or member.awaiting_sync
 
-    def on_heartbeat_expired(self, group: Group, member: Member, now_ms: int) -> None:
-        if group.members.get(member.member_id) is not member or group.is_state(GroupState.DEAD):
+    def on_heartbeat_expired(self, group: Group, member_id: str, now_ms: int) -> None:
+        if self.heartbeat_satisfied(group, member_id):
             return
-        if self.heartbeat_satisfied(member):
-            return
+        member = group.members[member_id]
         log.info(
             "group %s: member %s expired (no heartbeat in %d ms)",
             group.group_id,
@@ -508,9 +549,7 @@ class GroupMembership:
         if sync is not None:
             sync(sync_answer(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
-        # Its heartbeat op is done with.
-        member.heartbeat_satisfied = True
-        member.is_new = False
+        # Its session wait is done with (its id is no longer in the group).
         self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id), now_ms)
 
     def remove_member_and_update(
@@ -522,6 +561,24 @@ class GroupMembership:
             self.maybe_prepare_rebalance(group, now_ms, f"{member.member_id}: {reason}")
         elif group.is_state(GroupState.PREPARING_REBALANCE):
             self.join_purgatory.check_and_complete(group.group_id, now_ms)
+
+    # -- the sync wait (KAFKA-12890) ----------------------------------------------------
+    def all_synced(self, group: Group, generation: int) -> bool:
+        """Whether `generation`'s sync wait is over (everyone synced, or it is past)."""
+        return (
+            group.generation != generation
+            or not group.is_state(GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+            or not group.pending_sync
+        )
+
+    def on_sync_expired(self, group: Group, generation: int, now_ms: int) -> None:
+        if self.all_synced(group, generation):
+            return
+        missing = sorted(group.pending_sync)
+        log.info("group %s: %s sent no SyncGroup in time", group.group_id, ", ".join(missing))
+        for member_id in missing:
+            self._remove_member(group, group.members[member_id], now_ms)
+        self._prepare_rebalance(group, now_ms, f"no SyncGroup from {', '.join(missing)}")
 
     # -- the shell's timer -------------------------------------------------------------
     def expire_due(self, now_ms: int) -> int:
@@ -537,3 +594,16 @@ class GroupMembership:
             if d is not None
         ]
         return min(deadlines) if deadlines else None
+
+
+def _elect_joined_leader(group: Group) -> bool:
+    """Keep the leader if it rejoined, else make one that did the leader (Kafka's
+    maybeElectNewJoinedLeader); False if no member rejoined."""
+    leader = group.members.get(group.leader) if group.leader is not None else None
+    if leader is not None and leader.awaiting_join:
+        return True
+    joined = next((m for m in group.members.values() if m.awaiting_join), None)
+    if joined is None:
+        return False
+    group.leader = joined.member_id
+    return True

@@ -36,6 +36,7 @@ from client.protocol.errors import ErrorCode
 
 __all__ = [
     "Append",
+    "Done",
     "GroupLoader",
     "GroupMetadataManager",
     "Records",
@@ -45,8 +46,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Records = list[tuple[bytes, bytes | None]]
-# append(partition, [(key, value)], now_ms, done(error_code)): acks=all to the partition.
-Append = Callable[[int, Records, int, Callable[[ErrorCode], None]], None]
+# done(error_code, now_ms): how the write ended, and when (the shell's clock).
+Done = Callable[[ErrorCode, int], None]
+# append(partition, [(key, value)], now_ms, done): acks=all to the partition.
+Append = Callable[[int, Records, int, Done], None]
 OffsetsAnswer = Callable[[dict[tuple[str, int], ErrorCode]], None]
 
 # How a failed write to __consumer_offsets is reported to a group client (Kafka 2.8).
@@ -208,7 +211,7 @@ class GroupMetadataManager:
         group: Group,
         assignment: dict[str, bytes],
         now_ms: int,
-        done: Callable[[ErrorCode], None],
+        done: Done,
     ) -> None:
         """Write `group`'s metadata with `assignment` (member id -> bytes)."""
         value = ot.GroupValue(
@@ -238,7 +241,7 @@ class GroupMetadataManager:
         """`store_group` with the members' current assignments; a failure is logged."""
         assignment = {mid: mem.assignment for mid, mem in group.members.items()}
 
-        def done(code: ErrorCode) -> None:
+        def done(code: ErrorCode, now_ms: int) -> None:
             if code is not ErrorCode.NONE:
                 log.warning("group %s: metadata not stored: %s", group.group_id, code.name)
 
@@ -276,7 +279,7 @@ class GroupMetadataManager:
             respond(results)
             return
 
-        def written(code: ErrorCode) -> None:
+        def written(code: ErrorCode, now_ms: int) -> None:
             nonlocal pending
             pending -= 1
             if code is not ErrorCode.NONE:
@@ -312,7 +315,7 @@ class GroupMetadataManager:
             for (t, p), v in valid.items()
         ]
 
-        def stored(code: ErrorCode) -> None:
+        def stored(code: ErrorCode, now_ms: int) -> None:
             code = append_error(code)
             if code is ErrorCode.NONE and self.groups.get(group.group_id) is group:
                 group.offsets.update(valid)
@@ -362,5 +365,7 @@ class GroupMetadataManager:
                 del self.groups[group.group_id]
                 records.append((ot.group_key(group.group_id), None))
             if records:
-                self._append(self.partition_for(group.group_id), records, now_ms, lambda code: None)
+                self._append(
+                    self.partition_for(group.group_id), records, now_ms, lambda code, now: None
+                )
         return expired
