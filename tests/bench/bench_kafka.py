@@ -8,9 +8,11 @@ topic and acks=all to an RF 3 topic (min.insync.replicas=2), 100-byte values:
   the Kafka listener (Kafka-format batches served verbatim), Tributary's through the
   native one (msgpack batches); plus confluent-kafka reading the Tributary-written topic
   (every batch converted to Kafka's format on the broker: the conversion's cost).
-Prints figures and ratios, and reports the consume rows to the table
-(tests/bench/table.py): a librdkafka consumer through the Kafka listener next to
-Tributary's consumer, same records, same run. The cluster is stopped by pid at the end.
+Last, a librdkafka producer's latency (one record at a time) on a topic deleted and
+created again with fewer partitions, next to a fresh topic's (KIP-516's topic ids are
+what lets librdkafka see the new topic). Prints figures and ratios, and reports the
+consume and latency rows to the table (tests/bench/table.py). The cluster is stopped by
+pid at the end.
 """
 
 from __future__ import annotations
@@ -92,6 +94,49 @@ async def tributary_consume(bootstrap: str, topic: str, count: int) -> float:
         return seen / (time.perf_counter() - started)
 
 
+def _latency_p50(producer, topic: str, count: int = 300) -> float:
+    """Median ms from produce() to its delivery report, one record at a time."""
+    latencies = []
+    for i in range(count):
+        done: list[object] = []
+        started = time.perf_counter()
+        producer.produce(topic, b"%d" % i, on_delivery=lambda error, _m, d=done: d.append(error))
+        deadline = started + 30
+        while not done and time.perf_counter() < deadline:
+            producer.poll(0.0005)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return sorted(latencies)[len(latencies) // 2]
+
+
+def recreated_topic_latency(bootstrap: str) -> tuple[float, float]:
+    """(fresh, re-created) p50 produce latency of a librdkafka producer that wrote to a
+    10-partition topic before it was deleted and created again with 3 partitions."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name, partitions in (("lat-fresh", 3), ("lat-again", 10)):
+        admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 0, "topic.metadata.refresh.interval.ms": 1000}
+    )
+    _latency_p50(producer, "lat-again", 100)
+    admin.delete_topics(["lat-again"])["lat-again"].result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the deletion completes in the background
+        try:
+            admin.create_topics([NewTopic("lat-again", 3, 3)])["lat-again"].result(30)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    recreated = _latency_p50(producer, "lat-again")
+    fresh = _latency_p50(producer, "lat-fresh")
+    producer.flush(30)
+    return fresh, recreated
+
+
 def row(label: str, theirs: float, ours: float) -> None:
     print(f"{label:36}{theirs:>18,.0f}{ours:>14,.0f}{ours / theirs:>8.2f}")
 
@@ -149,6 +194,21 @@ def main() -> None:
             print(
                 f"tributary consumer reading Kafka-format batches: {kafka_read:,.0f} records/s "
                 f"({kafka_read / ours:.2f} of msgpack batches)"
+            )
+            fresh, recreated = recreated_topic_latency(kafka)
+            print(
+                f"librdkafka produce latency p50, one record at a time: fresh topic "
+                f"{fresh:.2f} ms, topic deleted and created again {recreated:.2f} ms"
+            )
+            report(
+                Row(
+                    "librdkafka produce latency p50, re-created topic",
+                    recreated,
+                    "ms",
+                    "fresh topic",
+                    fresh,
+                    "<= 1.5",
+                )
             )
         finally:
             cluster.down(timeout_s=20)
