@@ -145,6 +145,7 @@ class GroupHandlers:
                 session_timeout_ms=request.session_timeout_ms,
                 protocol_type=request.protocol_type,
                 protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+                supports_skip_assignment=request.supports_skip_assignment,
             ),
             self.now_ms(),
             reply.set,

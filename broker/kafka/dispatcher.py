@@ -9,10 +9,11 @@ same native handler a native listener uses (`RequestHandlers.handle(header, requ
 listener)`, through the broker's interceptor) and translates what comes back into the
 kio response of the version the client asked for (`from_native`). A `Reply` that a
 purgatory fills later (a waiting fetch, an acks=all produce) becomes a `Reply` of the
-translated response, so the connection keeps pipelining; NO_RESPONSE (acks=0 produce)
-and CLOSE_CONNECTION pass through. A request-level native error answer, a
-`KafkaRequestError` from `to_native`, a failing native handler or any other translation
-failure is answered with the API's `error_response` carrying that code
+translated response, so the connection keeps pipelining; a `NativeBatch` (a Kafka
+request batching several native ones) is served one native request after another;
+NO_RESPONSE (acks=0 produce) and CLOSE_CONNECTION pass through. A request-level native
+error answer, a `KafkaRequestError` from `to_native`, a failing native handler or any
+other translation failure is answered with the API's `error_response` carrying that code
 (UNKNOWN_SERVER_ERROR for bugs, INVALID_REQUEST for a native `ProtocolError`), so
 nothing a translation does can break a connection.
 """
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.kafka import versions
-from broker.kafka.translation import KafkaHeader, KafkaRequestError, Translation
+from broker.kafka.translation import KafkaHeader, KafkaRequestError, NativeBatch, Translation
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode, ProtocolError
 from server_common.network import (
@@ -65,7 +66,11 @@ class KafkaDispatcher:
             log.exception("cannot translate a request of api %s v%s", header.api_key, version)
             return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
         try:
-            outcome = await self._handle_native(header.native(translation.native_api_key), native)
+            native_header = header.native(translation.native_api_key)
+            if isinstance(native, NativeBatch):
+                outcome: Any = await self._handle_batch(native_header, native)
+            else:
+                outcome = await self._handle_native(native_header, native)
         except ProtocolError as exc:  # what the native loop answers with INVALID_REQUEST
             log.info("bad request %s (api %s): %s", header.correlation_id, header.api_key, exc)
             return _error_response(translation, request, version, ErrorCode.INVALID_REQUEST)
@@ -73,6 +78,21 @@ class KafkaDispatcher:
             log.exception("handler for api %s failed (Kafka listener)", header.api_key)
             return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
         return _translate_outcome(translation, request, version, outcome)
+
+    async def _handle_batch(
+        self, header: RequestHeader, batch: NativeBatch
+    ) -> list[tuple[Any, Any]]:
+        """Each request of the batch through the native handlers, one at a time: (request,
+        answer) pairs, an error answer as its ErrorCode, a later answer waited for."""
+        answers = []
+        for item in batch.requests:
+            outcome = await self._handle_native(header, item)
+            if isinstance(outcome, Reply):
+                outcome = await outcome.wait()
+            if is_error_answer(outcome):
+                outcome = ErrorCode.from_code(outcome.code)
+            answers.append((item, outcome))
+        return answers
 
 
 def _translate_outcome(translation: Translation, request: Any, version: int, outcome: Any) -> Any:

@@ -12,21 +12,25 @@ answers every group, member, topic and partition of the request with the error c
 
 Version ranges (what librdkafka 2.x, kafka-python 3.x and aiokafka 0.14 negotiate, capped
 where a newer version promises something the native side does not do):
-- FindCoordinator 0-3: v4+ batch several keys in one request (KIP-699) and the native
-  request has one key. Key type 1 (transactions) gets the native handler's
+- FindCoordinator 0-4: v4 batches several keys in one request (KIP-699), served as one
+  native request per key (a `NativeBatch`); v5's TRANSACTION_ABORTABLE and v6's share
+  groups are beyond the ZooKeeper era. Key type 1 (transactions) gets the native handler's
   CLUSTER_AUTHORIZATION_FAILED: no transactions (broker/handlers/groups.py says why).
 - JoinGroup 4-8: v4 is the first where a new member expects MEMBER_ID_REQUIRED (KIP-394),
   which the coordinator always does; v5 adds static membership (KIP-345); v7's
   protocol_type (KIP-559) is answered null, which clients accept; v8's reason is only
-  informative. v9 (KIP-814) would promise `skip_assignment` for a rejoining static leader.
+  informative. v9 (KIP-814): a static leader rejoining a stable group is told it leads
+  with `skip_assignment` (older versions are told the old leader id, as Kafka does, so
+  they do not reassign).
 - SyncGroup 0-5: v5's protocol_type/protocol_name are answered null (not checked).
 - Heartbeat 0-4, LeaveGroup 0-5 (v0-2 leave one member; v3+ a batch; v5's reason only
   informative), DeleteGroups 0-2.
 - OffsetCommit 2-9 (kio has no v0-1): retention_time (v2-4) is ignored as Kafka 2.1+
   does; v10 names topics by id, which Tributary does not have.
-- OffsetFetch 2-7: v1 puts coordinator errors on each partition, which the native answer
-  does not list; v8+ batch several groups in one request. v7's require_stable holds
-  trivially (no transactions, so no pending offsets).
+- OffsetFetch 2-8: v1 puts coordinator errors on each partition, which the native answer
+  does not list; v8 batches several groups in one request (KIP-709), one native request
+  per group; v9 is KIP-848's member epoch. v7's require_stable holds trivially (no
+  transactions, so no pending offsets).
 - ListGroups 0-5: v5's types_filter keeps only "classic" groups (all ours are).
 - DescribeGroups 0-6: authorized_operations is left "not provided"; v6 (KIP-1043) answers
   an unknown group with GROUP_ID_NOT_FOUND where older versions get a Dead group.
@@ -36,7 +40,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.kafka.translation import KafkaHeader, Translation, build, ms_of, response_class
+from broker.kafka.translation import (
+    KafkaHeader,
+    NativeBatch,
+    Translation,
+    build,
+    ms_of,
+    response_class,
+)
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
@@ -57,11 +68,49 @@ def _response(api_key: int, version: int, **values: Any) -> Any:
 # --- FindCoordinator (10) -------------------------------------------------------------------
 
 
-def find_coordinator_to_native(request: Any, header: KafkaHeader) -> m.FindCoordinatorRequest:
-    return m.FindCoordinatorRequest(key=request.key, key_type=getattr(request, "key_type", 0))
+# FindCoordinator v4+ (KIP-699) and OffsetFetch v8+ (KIP-709) batch keys and groups.
+FIND_COORDINATOR_BATCHED = 4
+OFFSET_FETCH_BATCHED = 8
 
 
-def find_coordinator_from_native(response: m.FindCoordinatorResponse, version: int) -> Any:
+def find_coordinator_to_native(
+    request: Any, header: KafkaHeader
+) -> m.FindCoordinatorRequest | NativeBatch:
+    key_type = getattr(request, "key_type", 0)
+    if header.api_version >= FIND_COORDINATOR_BATCHED:
+        return NativeBatch(
+            [m.FindCoordinatorRequest(key=k, key_type=key_type) for k in request.coordinator_keys]
+        )
+    return m.FindCoordinatorRequest(key=request.key, key_type=key_type)
+
+
+def _coordinator(request: m.FindCoordinatorRequest, answer: Any) -> dict[str, Any]:
+    if isinstance(answer, ErrorCode):
+        return {
+            "key": request.key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": answer,
+            "error_message": answer.description,
+        }
+    return {
+        "key": request.key,
+        "node_id": answer.node_id,
+        "host": answer.host,
+        "port": answer.port,
+        "error_code": answer.error_code,
+        "error_message": answer.error_message,
+    }
+
+
+def find_coordinator_from_native(response: Any, version: int) -> Any:
+    if version >= FIND_COORDINATOR_BATCHED:
+        return _response(
+            ApiKey.FIND_COORDINATOR,
+            version,
+            coordinators=[_coordinator(request, answer) for request, answer in response],
+        )
     return _response(
         ApiKey.FIND_COORDINATOR,
         version,
@@ -75,6 +124,16 @@ def find_coordinator_from_native(response: m.FindCoordinatorResponse, version: i
 
 
 def find_coordinator_error(request: Any, version: int, code: int) -> Any:
+    if version >= FIND_COORDINATOR_BATCHED:
+        error = ErrorCode.from_code(code)
+        return _response(
+            ApiKey.FIND_COORDINATOR,
+            version,
+            coordinators=[
+                _coordinator(m.FindCoordinatorRequest(key=k), error)
+                for k in request.coordinator_keys
+            ],
+        )
     return _response(
         ApiKey.FIND_COORDINATOR,
         version,
@@ -100,6 +159,7 @@ def join_group_to_native(request: Any, header: KafkaHeader) -> m.JoinGroupReques
         protocols=[
             m.JoinGroupProtocol(name=p.name, metadata=bytes(p.metadata)) for p in request.protocols
         ],
+        supports_skip_assignment=header.api_version >= 9,
     )
 
 
@@ -117,6 +177,7 @@ def join_group_from_native(response: m.JoinGroupResponse, version: int) -> Any:
         protocol_type=None,
         protocol_name=_protocol_name(response.protocol_name, version),
         leader=response.leader,
+        skip_assignment=response.skip_assignment,
         member_id=response.member_id,
         members=[
             {
@@ -317,62 +378,104 @@ def offset_commit_error(request: Any, version: int, code: int) -> Any:
 # --- OffsetFetch (9) ------------------------------------------------------------------------
 
 
-def offset_fetch_to_native(request: Any, header: KafkaHeader) -> m.OffsetFetchRequest:
-    topics = None
-    if request.topics is not None:
+def _offset_fetch_of_group(group_id: str, topics: Any) -> m.OffsetFetchRequest:
+    if topics is not None:
         topics = [
             m.OffsetFetchTopic(name=t.name, partition_indexes=list(t.partition_indexes))
-            for t in request.topics
+            for t in topics
         ]
-    return m.OffsetFetchRequest(group_id=request.group_id, topics=topics)
+    return m.OffsetFetchRequest(group_id=group_id, topics=topics)
 
 
-def offset_fetch_from_native(response: m.OffsetFetchResponse, version: int) -> Any:
+def offset_fetch_to_native(request: Any, header: KafkaHeader) -> m.OffsetFetchRequest | NativeBatch:
+    if header.api_version >= OFFSET_FETCH_BATCHED:
+        return NativeBatch([_offset_fetch_of_group(g.group_id, g.topics) for g in request.groups])
+    return _offset_fetch_of_group(request.group_id, request.topics)
+
+
+def _fetched_topics(response: m.OffsetFetchResponse) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "committed_offset": p.committed_offset,
+                    "committed_leader_epoch": p.committed_leader_epoch,
+                    "metadata": p.metadata,
+                    "error_code": p.error_code,
+                }
+                for p in topic.partitions
+            ],
+        }
+        for topic in response.topics
+    ]
+
+
+def _failed_topics(topics: Any, code: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": code,
+                }
+                for p in topic.partition_indexes
+            ],
+        }
+        for topic in topics or ()
+    ]
+
+
+def _fetched_group(request: m.OffsetFetchRequest, answer: Any) -> dict[str, Any]:
+    if isinstance(answer, ErrorCode):
+        return {"group_id": request.group_id, "error_code": answer, "topics": []}
+    return {
+        "group_id": request.group_id,
+        "error_code": answer.error_code,
+        "topics": _fetched_topics(answer),
+    }
+
+
+def offset_fetch_from_native(response: Any, version: int) -> Any:
+    if version >= OFFSET_FETCH_BATCHED:
+        return _response(
+            ApiKey.OFFSET_FETCH,
+            version,
+            groups=[_fetched_group(request, answer) for request, answer in response],
+        )
     return _response(
         ApiKey.OFFSET_FETCH,
         version,
         throttle_time=response.throttle_time_ms,
         error_code=response.error_code,
-        topics=[
-            {
-                "name": topic.name,
-                "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "committed_offset": p.committed_offset,
-                        "committed_leader_epoch": p.committed_leader_epoch,
-                        "metadata": p.metadata,
-                        "error_code": p.error_code,
-                    }
-                    for p in topic.partitions
-                ],
-            }
-            for topic in response.topics
-        ],
+        topics=_fetched_topics(response),
     )
 
 
 def offset_fetch_error(request: Any, version: int, code: int) -> Any:
+    if version >= OFFSET_FETCH_BATCHED:
+        return _response(
+            ApiKey.OFFSET_FETCH,
+            version,
+            groups=[
+                {
+                    "group_id": g.group_id,
+                    "error_code": code,
+                    "topics": _failed_topics(g.topics, code),
+                }
+                for g in request.groups
+            ],
+        )
     return _response(
         ApiKey.OFFSET_FETCH,
         version,
         error_code=code,
-        topics=[
-            {
-                "name": topic.name,
-                "partitions": [
-                    {
-                        "partition_index": p,
-                        "committed_offset": -1,
-                        "committed_leader_epoch": -1,
-                        "metadata": "",
-                        "error_code": code,
-                    }
-                    for p in topic.partition_indexes
-                ],
-            }
-            for topic in request.topics or ()
-        ],
+        topics=_failed_topics(request.topics, code),
     )
 
 
@@ -498,13 +601,13 @@ TRANSLATIONS: dict[int, Translation] = {
         Translation(
             ApiKey.FIND_COORDINATOR,
             0,
-            3,
+            4,
             find_coordinator_to_native,
             find_coordinator_from_native,
             find_coordinator_error,
         ),
         Translation(
-            ApiKey.JOIN_GROUP, 4, 8, join_group_to_native, join_group_from_native, join_group_error
+            ApiKey.JOIN_GROUP, 4, 9, join_group_to_native, join_group_from_native, join_group_error
         ),
         Translation(
             ApiKey.SYNC_GROUP, 0, 5, sync_group_to_native, sync_group_from_native, sync_group_error
@@ -531,7 +634,7 @@ TRANSLATIONS: dict[int, Translation] = {
         Translation(
             ApiKey.OFFSET_FETCH,
             2,
-            7,
+            8,
             offset_fetch_to_native,
             offset_fetch_from_native,
             offset_fetch_error,

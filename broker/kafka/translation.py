@@ -9,6 +9,10 @@ puts errors). Each translate module exposes a
 `TRANSLATIONS: dict[int, Translation]`; versions.py merges them for the dispatcher
 (dispatcher.py).
 
+A Kafka request that batches several native requests (KIP-699's FindCoordinator,
+KIP-709's OffsetFetch) is translated to a `NativeBatch`: the native handlers serve each,
+and `from_native` gets every (request, answer) pair.
+
 A translation that finds a request it cannot serve as a whole (before the native handler
 runs) raises `KafkaRequestError(code)`: the dispatcher answers it with
 `error_response(request, version, code)`. Any other exception from a translation is
@@ -75,6 +79,16 @@ class Translation:
     # The native API `to_native`'s request is, when not the same key (DescribeCluster is
     # served by a native Metadata request).
     native_api_key: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeBatch:
+    """What `to_native` returns for a Kafka request that batches what the native request
+    takes one at a time (FindCoordinator v4+'s keys, OffsetFetch v8+'s groups): the
+    dispatcher serves each request in turn and hands `from_native` a list of
+    (request, answer) pairs, an error answer given as its `ErrorCode`."""
+
+    requests: list[Any]
 
 
 class KafkaRequestError(Exception):

@@ -53,7 +53,14 @@ class Harness:
         self.now += ms
         self.coordinator.expire_due(self.now)
 
-    def join(self, member_id: str = "", *, instance: str | None = None, meta: bytes = b"m"):
+    def join(
+        self,
+        member_id: str = "",
+        *,
+        instance: str | None = None,
+        meta: bytes = b"m",
+        skip_assignment: bool = False,
+    ):
         answers: list = []
         self.coordinator.join_group(
             JoinRequest(
@@ -66,6 +73,7 @@ class Harness:
                 session_timeout_ms=SESSION,
                 protocol_type="consumer",
                 protocols=[("range", meta)],
+                supports_skip_assignment=skip_assignment,
             ),
             self.now,
             answers.append,
@@ -210,6 +218,29 @@ def test_a_returning_static_member_keeps_its_assignment_and_fences_its_old_id():
     [synced] = h.sync(rejoined.member_id, generation, instance="i-1")
     assert synced.assignment == b"mine"
     assert h.heartbeat(old_id, generation, instance="i-1") == ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_a_returning_static_leader_does_not_reassign_a_stable_group():
+    """KIP-814: a JoinGroup v9 leader is told it leads, with skip_assignment and the
+    members; an older one is told the old leader id, so it does not think it leads (its
+    assignment would not be propagated in a stable group)."""
+    h = Harness()
+    h.join(instance="i-1")
+    group = h.coordinator.groups["g"]
+    [first_id] = group.members
+    [joined] = h.join(first_id, instance="i-1")
+    h.sync(first_id, joined.generation_id, {first_id: b"mine"})
+    [old_client] = h.join(instance="i-1")  # restarted, JoinGroup v8 or older
+    assert (old_client.leader, old_client.members, old_client.skip_assignment) == (
+        first_id,
+        [],
+        False,
+    )
+    assert group.leader == old_client.member_id != first_id
+    [new_client] = h.join(instance="i-1", skip_assignment=True)  # restarted again, v9
+    assert new_client.skip_assignment and new_client.leader == new_client.member_id
+    assert [x.member_id for x in new_client.members] == [new_client.member_id]
+    assert h.state() == "Stable" and new_client.generation_id == joined.generation_id
 
 
 def test_commits_are_checked_against_the_generation_and_membership():

@@ -23,7 +23,14 @@ import pytest
 from kio.serial import entity_reader, entity_writer
 
 from broker.kafka import translate_admin, translate_groups
-from broker.kafka.translation import KafkaHeader, build, field_names, request_class, response_class
+from broker.kafka.translation import (
+    KafkaHeader,
+    NativeBatch,
+    build,
+    field_names,
+    request_class,
+    response_class,
+)
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
@@ -162,6 +169,15 @@ REQUESTS: dict[int, dict[str, Any]] = {
             {"name": "t", "partition_indexes": [0, 1]},
             {"name": "u", "partition_indexes": [5]},
         ],
+        "groups": [  # v8+ (KIP-709): the same, as a batch of one group
+            {
+                "group_id": "g",
+                "topics": [
+                    {"name": "t", "partition_indexes": [0, 1]},
+                    {"name": "u", "partition_indexes": [5]},
+                ],
+            }
+        ],
         "require_stable": True,
     },
     ApiKey.LIST_GROUPS: {"states_filter": ["Stable", "Empty"], "types_filter": ["classic"]},
@@ -244,7 +260,8 @@ def expected_native(api_key: int, version: int) -> Any:
         return value if version >= v else default
 
     if api_key == ApiKey.FIND_COORDINATOR:
-        return m.FindCoordinatorRequest(key="g", key_type=0)
+        single = m.FindCoordinatorRequest(key="g", key_type=0)
+        return NativeBatch([single]) if version >= 4 else single
     if api_key == ApiKey.JOIN_GROUP:
         return m.JoinGroupRequest(
             group_id="g",
@@ -257,6 +274,7 @@ def expected_native(api_key: int, version: int) -> Any:
                 m.JoinGroupProtocol(name="range", metadata=b"\x00\x01range"),
                 m.JoinGroupProtocol(name="roundrobin", metadata=b"\x00\x01rr"),
             ],
+            supports_skip_assignment=version >= 9,  # KIP-814
         )
     if api_key == ApiKey.SYNC_GROUP:
         return m.SyncGroupRequest(
@@ -315,13 +333,14 @@ def expected_native(api_key: int, version: int) -> Any:
             ],
         )
     if api_key == ApiKey.OFFSET_FETCH:
-        return m.OffsetFetchRequest(
+        single = m.OffsetFetchRequest(
             group_id="g",
             topics=[
                 m.OffsetFetchTopic(name="t", partition_indexes=[0, 1]),
                 m.OffsetFetchTopic(name="u", partition_indexes=[5]),
             ],
         )
+        return NativeBatch([single]) if version >= 8 else single
     if api_key == ApiKey.LIST_GROUPS:
         return m.ListGroupsRequest(states_filter=since(4, ["Stable", "Empty"], []))
     if api_key == ApiKey.DESCRIBE_GROUPS:
@@ -638,8 +657,11 @@ def check_response(api_key: int, version: int, r: Any) -> None:
         return version >= v
 
     if api_key == ApiKey.FIND_COORDINATOR:
+        if since(4):  # KIP-699: one coordinator per key
+            (r,) = r.coordinators
+            assert r.key == "g"
         assert (r.error_code, r.node_id, r.host, r.port) == (0, 2, "b2", 29092)
-        assert has(api_key, version, "error_message") == since(1)
+        assert has(api_key, min(version, 3), "error_message") == since(1)
     elif api_key == ApiKey.JOIN_GROUP:
         assert (r.error_code, r.generation_id, r.protocol_name) == (0, 5, "range")
         assert (r.leader, r.member_id) == ("m-1", "m-1")
@@ -672,6 +694,9 @@ def check_response(api_key: int, version: int, r: Any) -> None:
             ("u", 5, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         ]
     elif api_key == ApiKey.OFFSET_FETCH:
+        if since(8):  # KIP-709: one answer per group
+            (r,) = r.groups
+            assert r.group_id == "g"
         assert r.error_code == 0
         got = [
             (t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code)
@@ -823,7 +848,11 @@ def test_request_to_native(case):
 @pytest.mark.parametrize("case", VERSIONS, ids=ids)
 def test_response_from_native(case):
     api_key, version = case
-    check_response(api_key, version, from_native(api_key, version, NATIVE_RESPONSES[api_key]))
+    native = NATIVE_RESPONSES[api_key]
+    asked = expected_native(api_key, version) if api_key in REQUESTS else None
+    if isinstance(asked, NativeBatch):  # the dispatcher hands (request, answer) pairs
+        native = [(request, native) for request in asked.requests]
+    check_response(api_key, version, from_native(api_key, version, native))
 
 
 # How many error codes `error_response` must write for the request in REQUESTS.

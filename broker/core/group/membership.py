@@ -89,6 +89,7 @@ class JoinRequest:
     session_timeout_ms: int
     protocol_type: str
     protocols: list[tuple[str, bytes]]
+    supports_skip_assignment: bool = False  # KIP-814 (Kafka JoinGroup v9+)
 
 
 JoinCallback = Callable[[m.JoinGroupResponse], None]
@@ -109,6 +110,39 @@ def join_error(code: ErrorCode, member_id: str = UNKNOWN_MEMBER) -> m.JoinGroupR
 
 def sync_answer(code: ErrorCode, assignment: bytes = b"") -> m.SyncGroupResponse:
     return m.SyncGroupResponse(throttle_time_ms=0, error_code=code, assignment=assignment)
+
+
+def join_answer(
+    group: Group,
+    member: Member,
+    *,
+    with_members: bool = True,
+    leader: str | None = None,
+    skip_assignment: bool = False,
+) -> m.JoinGroupResponse:
+    """The JoinGroup answer to `member` in `group`'s current generation: with every
+    member's metadata if it leads (and `with_members`); `leader` names another leader
+    than the group's (the old id a pre-KIP-814 static leader is told on its return)."""
+    members = []
+    if with_members and group.is_leader(member.member_id):
+        members = [
+            m.JoinGroupResponseMember(
+                member_id=other.member_id,
+                group_instance_id=other.group_instance_id,
+                metadata=other.metadata_for(group.protocol),
+            )
+            for other in group.members.values()
+        ]
+    return m.JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        generation_id=group.generation,
+        protocol_name=group.protocol,
+        leader=(group.leader if leader is None else leader) or "",
+        member_id=member.member_id,
+        members=members,
+        skip_assignment=skip_assignment,
+    )
 
 
 class GroupMembership:
@@ -172,7 +206,7 @@ class GroupMembership:
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
             if member.matches(request.protocols):
                 # A retried join of this generation: answer as the join phase did.
-                respond(self._join_answer(group, member))
+                respond(join_answer(group, member))
             else:
                 self._update_member_and_rebalance(group, member, request, now_ms, respond)
         else:  # Stable or Empty
@@ -180,7 +214,7 @@ class GroupMembership:
                 self._update_member_and_rebalance(group, member, request, now_ms, respond)
             else:
                 # A follower rejoining a stable group learns the current generation.
-                respond(self._join_answer(group, member, with_members=False))
+                respond(join_answer(group, member, with_members=False))
 
     def fenced(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
         """FENCED_INSTANCE_ID (another member holds the instance id), UNKNOWN_MEMBER_ID,
@@ -211,6 +245,7 @@ class GroupMembership:
         if old.sync_callback is not None:
             callback, old.sync_callback = old.sync_callback, None
             callback(sync_answer(ErrorCode.FENCED_INSTANCE_ID))
+        leader_before = group.leader
         member = group.replace_static_member(instance_id, old_id, new_id)
         # The old id's session wait ends without effect; the new id gets a session.
         self.heartbeat_purgatory.check_and_complete((group.group_id, old_id), now_ms)
@@ -219,9 +254,21 @@ class GroupMembership:
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         self.schedule_heartbeat(group, member, now_ms)
         if group.is_state(GroupState.STABLE) and member.matches(request.protocols):
-            # KIP-345: a returning static member keeps its assignment, no rebalance.
+            # KIP-345: a returning static member keeps its assignment, no rebalance. A
+            # returning leader must not reassign (its SyncGroup would not be propagated in
+            # a stable group): KIP-814 clients are told they lead with skip_assignment;
+            # older ones are told the old leader id, so they do not think they lead.
             self._metadata.store_group_quietly(group, now_ms)
-            respond(self._join_answer(group, member, with_members=False))
+            skip = request.supports_skip_assignment and group.is_leader(new_id)
+            respond(
+                join_answer(
+                    group,
+                    member,
+                    with_members=skip,
+                    leader=None if request.supports_skip_assignment else leader_before,
+                    skip_assignment=skip,
+                )
+            )
         else:
             # In CompletingRebalance too (as Kafka): the leader may be assigning to the old
             # id already, so the generation is redone with the new one.
@@ -366,7 +413,7 @@ class GroupMembership:
         )
         group.pending_sync = set(group.members)
         for member in list(group.members.values()):
-            answer = self._join_answer(group, member)
+            answer = join_answer(group, member)
             callback, member.join_callback = member.join_callback, None
             member.is_new = False
             self.schedule_heartbeat(group, member, now_ms)  # every member's session restarts
@@ -376,29 +423,6 @@ class GroupMembership:
             self, group, group.generation, now_ms + group.max_rebalance_timeout_ms()
         )
         self.join_purgatory.try_complete_else_watch(sync_wait, [sync_key(group.group_id)], now_ms)
-
-    def _join_answer(
-        self, group: Group, member: Member, *, with_members: bool = True
-    ) -> m.JoinGroupResponse:
-        members = []
-        if with_members and group.is_leader(member.member_id):
-            members = [
-                m.JoinGroupResponseMember(
-                    member_id=other.member_id,
-                    group_instance_id=other.group_instance_id,
-                    metadata=other.metadata_for(group.protocol),
-                )
-                for other in group.members.values()
-            ]
-        return m.JoinGroupResponse(
-            throttle_time_ms=0,
-            error_code=ErrorCode.NONE,
-            generation_id=group.generation,
-            protocol_name=group.protocol,
-            leader=group.leader or "",
-            member_id=member.member_id,
-            members=members,
-        )
 
     # -- SyncGroup -----------------------------------------------------------------
     def sync(

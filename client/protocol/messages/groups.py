@@ -49,6 +49,9 @@ class JoinGroupRequest:
     group_instance_id: str | None = None
     protocol_type: str
     protocols: list[JoinGroupProtocol]
+    # KIP-814 (Kafka's JoinGroup v9): the client understands `skip_assignment`, so a
+    # static leader rejoining a stable group may be told it leads without reassigning.
+    supports_skip_assignment: bool = False
 
 
 @struct
@@ -67,6 +70,7 @@ class JoinGroupResponse:
     leader: str
     member_id: str
     members: list[JoinGroupResponseMember]
+    skip_assignment: bool = False  # KIP-814: the leader must not compute an assignment
 
 
 # --- SyncGroup (14) ------------------------------------------------------------------------
