@@ -1,6 +1,7 @@
-"""Kafka's CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions and DescribeConfigs on
-the Kafka listener, translated to and from the native handlers (broker/handlers/topics.py
-and configs.py; the data plane's, over the replica manager, for DeleteRecords).
+"""Kafka's CreateTopics, DeleteTopics, DeleteRecords and CreatePartitions on the Kafka
+listener, translated to and from the native handlers (broker/handlers/topics.py; the data
+plane's, over the replica manager, for DeleteRecords). The config APIs are in
+translate_configs.py.
 
 How it works: as in translate_groups.py, `to_native` reads the kio request into the
 native message, the broker's handlers do the work (validation, ZooKeeper writes,
@@ -9,21 +10,14 @@ to fit to the requested version; `error_response` answers every topic or resourc
 request with the error code. CreateTopics passes num_partitions / replication_factor -1
 (broker defaults, KIP-464), manual assignments, configs and validate_only through; the
 per-topic error codes and messages come back as the native handler wrote them.
-DescribeConfigs adds what Kafka's v1+ answers carry and the native answer implies: the
-config source (a topic override is DYNAMIC_TOPIC_CONFIG, anything else DEFAULT_CONFIG,
-since the native answer does not say whether a default came from server.properties), one
-synonym (the override itself, or the default under its broker-level name, as Kafka lists
-them) and, from v3, the config's type. Documentation is left null (Kafka sends it only
-when asked). Broker resources get the native handler's per-resource INVALID_REQUEST.
 
-Version ranges (kio has no CreateTopics v0-1, DeleteTopics v0, DescribeConfigs v0):
+Version ranges (kio has no CreateTopics v0-1, DeleteTopics v0):
 - CreateTopics 2-4: v4 is the first with broker defaults (-1); v5+ answer each new
   topic's full config list, which the native answer does not carry.
 - DeleteTopics 1-5: v6 names topics by topic id, which Tributary does not have.
 - DeleteRecords 0-2 and CreatePartitions 0-3: every version; they differ only in
   encoding (v2 flexible) and, for CreatePartitions v3, in a quota error never sent here.
   Each field maps one to one (offset -1 is the high watermark on both sides).
-- DescribeConfigs 1-4.
 """
 
 from __future__ import annotations
@@ -33,36 +27,6 @@ from typing import Any
 from broker.kafka.translation import KafkaHeader, Translation, build, ms_of, response_class
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
-
-# Kafka's DescribeConfigsResponse.ConfigSource.
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-
-# Kafka's ConfigDef.Type ids as DescribeConfigs v3+ sends them.
-_UNKNOWN, _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 0, 1, 2, 3, 5, 6, 7
-
-# Each topic config: its type and the broker config that supplies its default
-# (Kafka's LogConfig definitions and TopicConfigSynonyms).
-TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
-    "segment.bytes": (_INT, "log.segment.bytes"),
-    "segment.ms": (_LONG, "log.roll.ms"),
-    "segment.index.bytes": (_INT, "log.index.size.max.bytes"),
-    "index.interval.bytes": (_INT, "log.index.interval.bytes"),
-    "retention.ms": (_LONG, "log.retention.ms"),
-    "retention.bytes": (_LONG, "log.retention.bytes"),
-    "max.message.bytes": (_INT, "message.max.bytes"),
-    "flush.messages": (_LONG, "log.flush.interval.messages"),
-    "flush.ms": (_LONG, "log.flush.interval.ms"),
-    "message.timestamp.type": (_STRING, "log.message.timestamp.type"),
-    "cleanup.policy": (_LIST, "log.cleanup.policy"),
-    "delete.retention.ms": (_LONG, "log.cleaner.delete.retention.ms"),
-    "min.cleanable.dirty.ratio": (_DOUBLE, "log.cleaner.min.cleanable.ratio"),
-    "min.compaction.lag.ms": (_LONG, "log.cleaner.min.compaction.lag.ms"),
-    "max.compaction.lag.ms": (_LONG, "log.cleaner.max.compaction.lag.ms"),
-    "min.insync.replicas": (_INT, "min.insync.replicas"),
-    "unclean.leader.election.enable": (_BOOLEAN, "unclean.leader.election.enable"),
-}
 
 
 def _response(api_key: int, version: int, **values: Any) -> Any:
@@ -249,81 +213,6 @@ def create_partitions_error(request: Any, version: int, code: int) -> Any:
     )
 
 
-# --- DescribeConfigs (32) -------------------------------------------------------------------
-
-
-def describe_configs_to_native(request: Any, header: KafkaHeader) -> m.DescribeConfigsRequest:
-    return m.DescribeConfigsRequest(
-        resources=[
-            m.DescribeConfigsResource(
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-                # null or empty: every key (Kafka treats both alike)
-                configuration_keys=(
-                    None if r.configuration_keys is None else list(r.configuration_keys)
-                ),
-            )
-            for r in request.resources
-        ]
-    )
-
-
-def _config_entry(resource_type: int, entry: m.DescribeConfigsResult) -> dict[str, Any]:
-    config_type, broker_name = TOPIC_CONFIGS.get(entry.name, (_UNKNOWN, entry.name))
-    if resource_type == m.TOPIC_RESOURCE:
-        source = DEFAULT_CONFIG if entry.is_default else DYNAMIC_TOPIC_CONFIG
-        synonym = broker_name if entry.is_default else entry.name
-    else:
-        source = DEFAULT_CONFIG if entry.is_default else STATIC_BROKER_CONFIG
-        synonym = entry.name
-    return {
-        "name": entry.name,
-        "value": entry.value,
-        "read_only": entry.read_only,
-        "is_default": entry.is_default,
-        "config_source": source,
-        "is_sensitive": entry.is_sensitive,
-        "synonyms": [{"name": synonym, "value": entry.value, "source": source}],
-        "config_type": config_type,
-        "documentation": None,
-    }
-
-
-def describe_configs_from_native(response: m.DescribeConfigsResponse, version: int) -> Any:
-    return _response(
-        ApiKey.DESCRIBE_CONFIGS,
-        version,
-        throttle_time=response.throttle_time_ms,
-        results=[
-            {
-                "error_code": r.error_code,
-                "error_message": r.error_message,
-                "resource_type": r.resource_type,
-                "resource_name": r.resource_name,
-                "configs": [_config_entry(r.resource_type, c) for c in r.configs],
-            }
-            for r in response.results
-        ],
-    )
-
-
-def describe_configs_error(request: Any, version: int, code: int) -> Any:
-    return _response(
-        ApiKey.DESCRIBE_CONFIGS,
-        version,
-        results=[
-            {
-                "error_code": code,
-                "error_message": None,
-                "resource_type": r.resource_type,
-                "resource_name": r.resource_name,
-                "configs": [],
-            }
-            for r in request.resources
-        ],
-    )
-
-
 TRANSLATIONS: dict[int, Translation] = {
     int(t.api_key): t
     for t in [
@@ -358,14 +247,6 @@ TRANSLATIONS: dict[int, Translation] = {
             create_partitions_to_native,
             create_partitions_from_native,
             create_partitions_error,
-        ),
-        Translation(
-            ApiKey.DESCRIBE_CONFIGS,
-            1,
-            4,
-            describe_configs_to_native,
-            describe_configs_from_native,
-            describe_configs_error,
         ),
     ]
 }

@@ -21,13 +21,17 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader, entity_writer
 
-from broker.kafka import translate_admin, translate_groups
+from broker.kafka import translate_admin, translate_configs, translate_groups
 from broker.kafka.translation import KafkaHeader, build, field_names, request_class, response_class
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 
-TRANSLATIONS = {**translate_admin.TRANSLATIONS, **translate_groups.TRANSLATIONS}
+TRANSLATIONS = {
+    **translate_admin.TRANSLATIONS,
+    **translate_configs.TRANSLATIONS,
+    **translate_groups.TRANSLATIONS,
+}
 VERSIONS = [
     (api_key, version)
     for api_key, t in sorted(TRANSLATIONS.items())
@@ -228,6 +232,35 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "include_synonyms": True,
         "include_documentation": True,
     },
+    ApiKey.ALTER_CONFIGS: {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "retention.ms", "value": "5"}, {"name": "x", "value": None}],
+            },
+            {"resource_type": 4, "resource_name": "", "configs": []},
+        ],
+        "validate_only": True,
+    },
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [
+                    {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+                    {"name": "retention.ms", "config_operation": 1, "value": None},
+                ],
+            },
+            {
+                "resource_type": 4,
+                "resource_name": "1",
+                "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "9"}],
+            },
+        ],
+        "validate_only": False,
+    },
 }
 
 
@@ -386,7 +419,47 @@ def expected_native(api_key: int, version: int) -> Any:
                 m.DescribeConfigsResource(
                     resource_type=4, resource_name="1", configuration_keys=[]
                 ),
-            ]
+            ],
+            include_synonyms=True,
+            include_documentation=since(3, True, False),
+        )
+    if api_key == ApiKey.ALTER_CONFIGS:
+        return m.AlterConfigsRequest(
+            resources=[
+                m.AlterConfigsRequestResource(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[
+                        m.AlterConfigsRequestConfig(name="retention.ms", value="5"),
+                        m.AlterConfigsRequestConfig(name="x", value=None),
+                    ],
+                ),
+                m.AlterConfigsRequestResource(resource_type=4, resource_name="", configs=[]),
+            ],
+            validate_only=True,
+        )
+    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        return m.IncrementalAlterConfigsRequest(
+            resources=[
+                m.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[
+                        m.AlterableConfig(
+                            name="cleanup.policy", config_operation=2, value="compact"
+                        ),
+                        m.AlterableConfig(name="retention.ms", config_operation=1, value=None),
+                    ],
+                ),
+                m.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=[
+                        m.AlterableConfig(name="log.retention.ms", config_operation=0, value="9")
+                    ],
+                ),
+            ],
+            validate_only=False,
         )
     raise AssertionError(api_key)
 
@@ -580,22 +653,81 @@ NATIVE_RESPONSES: dict[int, Any] = {
                 resource_name="t",
                 configs=[
                     m.DescribeConfigsResult(
-                        name="retention.ms", value="1000", read_only=False, is_default=False
+                        name="retention.ms",
+                        value="1000",
+                        read_only=False,
+                        is_default=False,
+                        config_source=1,
+                        synonyms=[
+                            m.DescribeConfigsSynonym(name="retention.ms", value="1000", source=1),
+                            m.DescribeConfigsSynonym(
+                                name="log.retention.ms", value="5000", source=3
+                            ),
+                        ],
+                        config_type=5,
                     ),
                     m.DescribeConfigsResult(
-                        name="segment.bytes", value="1073741824", read_only=False, is_default=True
+                        name="segment.bytes",
+                        value="1073741824",
+                        read_only=False,
+                        is_default=True,
+                        config_source=5,
+                        synonyms=[
+                            m.DescribeConfigsSynonym(
+                                name="log.segment.bytes", value="1073741824", source=5
+                            )
+                        ],
+                        config_type=3,
                     ),
                     m.DescribeConfigsResult(
-                        name="cleanup.policy", value="delete", read_only=False, is_default=True
+                        name="cleanup.policy",
+                        value="delete",
+                        read_only=False,
+                        is_default=False,
+                        config_source=4,
+                        synonyms=[
+                            m.DescribeConfigsSynonym(
+                                name="log.cleanup.policy", value="delete", source=4
+                            )
+                        ],
+                        config_type=7,
                     ),
                 ],
             ),
             m.DescribeConfigsResponseResource(
                 error_code=ErrorCode.INVALID_REQUEST,
-                error_message="only topic configs",
+                error_message="Unexpected broker id, expected 2 or empty string, but received 1",
                 resource_type=4,
                 resource_name="1",
                 configs=[],
+            ),
+        ],
+    ),
+    ApiKey.ALTER_CONFIGS: m.AlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            m.AlterConfigsResourceResponse(
+                error_code=0, error_message=None, resource_type=2, resource_name="t"
+            ),
+            m.AlterConfigsResourceResponse(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Cannot update these configs dynamically: num.partitions",
+                resource_type=4,
+                resource_name="",
+            ),
+        ],
+    ),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: m.IncrementalAlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            m.AlterConfigsResourceResponse(
+                error_code=ErrorCode.INVALID_CONFIG,
+                error_message="unknown topic config 'x'",
+                resource_type=2,
+                resource_name="t",
+            ),
+            m.AlterConfigsResourceResponse(
+                error_code=0, error_message=None, resource_type=4, resource_name="1"
             ),
         ],
     ),
@@ -714,23 +846,34 @@ def check_response(api_key: int, version: int, r: Any) -> None:
         ]
     elif api_key == ApiKey.DESCRIBE_CONFIGS:
         topic, broker = r.results
-        assert (broker.error_code, broker.error_message, broker.resource_type) == (
+        assert (broker.error_code, broker.resource_type, broker.resource_name) == (
             ErrorCode.INVALID_REQUEST,
-            "only topic configs",
             4,
+            "1",
         )
+        assert broker.error_message.startswith("Unexpected broker id")
         assert (topic.error_code, topic.resource_type, topic.resource_name) == (0, 2, "t")
         got = {
             c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
             for c in topic.configs
         }
         assert got == {
-            "retention.ms": ("1000", 1, [("retention.ms", "1000", 1)]),
+            "retention.ms": (
+                "1000",
+                1,
+                [("retention.ms", "1000", 1), ("log.retention.ms", "5000", 3)],
+            ),
             "segment.bytes": ("1073741824", 5, [("log.segment.bytes", "1073741824", 5)]),
-            "cleanup.policy": ("delete", 5, [("log.cleanup.policy", "delete", 5)]),
+            "cleanup.policy": ("delete", 4, [("log.cleanup.policy", "delete", 4)]),
         }
         if since(3):
             assert [c.config_type for c in topic.configs] == [5, 3, 7]  # LONG, INT, LIST
+    elif api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        got = [(x.resource_type, x.resource_name, x.error_code) for x in r.responses]
+        if api_key == ApiKey.ALTER_CONFIGS:
+            assert got == [(2, "t", 0), (4, "", ErrorCode.INVALID_REQUEST)]
+        else:
+            assert got == [(2, "t", ErrorCode.INVALID_CONFIG), (4, "1", 0)]
     else:
         raise AssertionError(api_key)
 
@@ -798,6 +941,8 @@ ERROR_ITEMS = {
     ApiKey.CREATE_TOPICS: 3,
     ApiKey.DELETE_TOPICS: 2,
     ApiKey.DESCRIBE_CONFIGS: 3,
+    ApiKey.ALTER_CONFIGS: 2,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.CREATE_PARTITIONS: 2,
 }
@@ -872,12 +1017,6 @@ def test_describe_configs_key_lists():
     )
     (resource,) = to_native(ApiKey.DESCRIBE_CONFIGS, 1, request).resources
     assert resource.configuration_keys == []  # empty and null both mean every key
-
-
-def test_topic_config_table_covers_every_topic_config():
-    from broker.core.log.config import TOPIC_CONFIG_NAMES
-
-    assert set(translate_admin.TOPIC_CONFIGS) == set(TOPIC_CONFIG_NAMES)
 
 
 def test_build_keeps_only_the_fields_a_version_has():
