@@ -2,7 +2,8 @@
 # Idempotent setup: a .venv with the project and its test dependencies, ZooKeeper from
 # Debian's package when no ZooKeeper jar is present, and docker-compose (v1, Debian's
 # package) to validate docker-compose.yml offline, and kcat (a Kafka client) for the
-# Kafka-protocol tests. Safe to run again: it only does what is missing.
+# Kafka-protocol tests, and kafkajs (tests/node, with npm) for the Node.js client's.
+# Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,6 +76,16 @@ fi
 # 4. kcat, a real Kafka client on the command line, for the Kafka-protocol listener's tests.
 if ! command -v kcat >/dev/null 2>&1; then
   apt_install kcat || say "kcat is absent: the kcat tests will be skipped"
+fi
+
+# 5. kafkajs (pinned in tests/node/package.json) for the Node.js Kafka client's tests.
+if [ ! -d tests/node/node_modules/kafkajs ]; then
+  if command -v npm >/dev/null 2>&1; then
+    npm install --prefix tests/node --no-package-lock --no-audit --no-fund --silent \
+      || say "npm install failed: the kafkajs tests will be skipped"
+  else
+    say "npm is absent: the kafkajs tests will be skipped"
+  fi
 fi
 
 exit 0
