@@ -337,3 +337,34 @@ async def test_every_kafka_topic_config_on_create_and_describe(autojump_clock):
         for name, value in every.items():
             assert (entries[name].value, entries[name].source) == (value, "DYNAMIC_TOPIC_CONFIG")
         assert entries["segment.bytes"].source in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG")
+
+
+def test_the_controller_takes_the_dynamic_cluster_default_for_unclean_elections():
+    from controller.core.context import ControllerContext
+
+    ctx = ControllerContext(1000, 1, 0, default_unclean=False)
+    ctx.topic_configs = {"own": {"unclean.leader.election.enable": "false"}}
+    assert not ctx.unclean_enabled("plain")
+    ctx.dynamic_default_unclean = True  # /config/brokers/<default> says so
+    assert ctx.unclean_enabled("plain") and not ctx.unclean_enabled("own")
+
+
+async def test_a_restarted_broker_starts_with_its_dynamic_configs(autojump_clock):
+    async with (
+        open_test_cluster(2, topics={"t": 1}) as cluster,
+        open_admin(cluster.bootstrap, connector=cluster.connector()) as admin,
+    ):
+        assert (
+            await admin.alter_configs_incrementally(
+                broker_id=1, set_configs={"log.segment.bytes": "2000000"}
+            )
+            is None
+        )
+        assert await admin.replace_configs({"min.insync.replicas": "2"}) is None
+        await cluster.stop_broker(1)
+        await cluster.start_broker(1)
+        server = cluster.live()[0].server
+        assert server.broker_id == 1
+        assert server.broker_configs.layers.dynamic_broker == {"log.segment.bytes": "2000000"}
+        default = server.topic_configs.default
+        assert (default.segment_bytes, default.min_insync_replicas) == (2_000_000, 2)
