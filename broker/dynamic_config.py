@@ -229,10 +229,9 @@ class BrokerConfigLayers:
     ) -> list[m.DescribeConfigsResult]:
         """A BROKER resource's entries: this broker's every config (per_broker) or the
         cluster defaults set dynamically (resource name "")."""
+        effective = self._effective(self.dynamic_default, self.dynamic_broker)
         if per_broker:
-            names = dict.fromkeys(
-                [*BROKER_CONFIG.keys, *self._effective(self.dynamic_default, self.dynamic_broker)]
-            )
+            names = dict.fromkeys([*BROKER_CONFIG.keys, *effective])
         else:
             names = dict.fromkeys(self.dynamic_default)
         wanted = set(keys) if keys else None
@@ -250,8 +249,8 @@ class BrokerConfigLayers:
                 value: str | None = self.dynamic_default[name]
             elif name in BROKER_CONFIG.keys:
                 value = _render(self.current.values[name])
-            else:
-                value = None  # a config Tributary does not know: sensitive, as in Kafka
+            else:  # a dynamic-only config, or one Tributary does not know (then sensitive)
+                value = effective.get(name)
             source = synonyms[0].source if synonyms else m.SOURCE_DEFAULT_CONFIG
             entries.append(
                 m.DescribeConfigsResult(

@@ -368,3 +368,33 @@ async def test_a_restarted_broker_starts_with_its_dynamic_configs(autojump_clock
         assert server.broker_configs.layers.dynamic_broker == {"log.segment.bytes": "2000000"}
         default = server.topic_configs.default
         assert (default.segment_bytes, default.min_insync_replicas) == (2_000_000, 2)
+
+
+async def test_connection_limits_and_cleaner_settings_change_live(autojump_clock):
+    async with (
+        open_test_cluster(1) as cluster,
+        open_admin(cluster.bootstrap, connector=cluster.connector()) as admin,
+    ):
+        server = cluster.live()[0].server
+        error = await admin.alter_configs_incrementally(
+            broker_id=1,
+            set_configs={
+                "max.connections": "500",
+                "max.connections.per.ip": "50",
+                "log.cleaner.backoff.ms": "1234",
+                "leader.replication.throttled.rate": "1048576",  # accepted, no effect
+            },
+        )
+        assert error is None
+        limits = server.connection_limits
+        assert (limits.max_connections, limits.max_per_ip) == (500, 50)
+        cleaner = server.background.log_cleaner
+        if cleaner is not None:
+            assert cleaner.settings.backoff_s == 1.234
+        described = {e.name: e for e in await admin.describe_config_entries(broker_id=1)}
+        rate = described["leader.replication.throttled.rate"]
+        assert (rate.value, rate.source, rate.read_only) == (
+            "1048576",
+            "DYNAMIC_BROKER_CONFIG",
+            False,
+        )
