@@ -30,7 +30,7 @@ from server_common.zkdata import LEADER_DURING_DELETE
 
 
 class _All(enum.Enum):
-    """ "Every partition": a singleton a type checker can narrow (`tps is ALL_PARTITIONS`)."""
+    """"Every partition": a singleton a type checker can narrow (`tps is ALL_PARTITIONS`)."""
 
     ALL_PARTITIONS = "all"
 
