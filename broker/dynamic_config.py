@@ -20,9 +20,11 @@ holds what could not be applied (read-only names, bad values), as Kafka's
 fromPersistentProps does.
 
 `describe_broker` and `describe_topic` build DescribeConfigs entries with Kafka's
-sources and synonym lists: for a topic config, the topic override (if any), then its
-broker synonym in each layer that sets it; for a broker config, its synonyms
-(`log.retention.ms`, `.minutes`, `.hours`) in each layer, from the name itself on.
+sources, types, documentation (when asked for: the broker config's line, a topic config
+taking its broker synonym's) and synonym lists: for a topic config, the topic override
+(if any), then its broker synonym in each layer that sets it; for a broker config, its
+synonyms (`log.retention.ms`, `.minutes`, `.hours`) in each layer, from the name itself
+on.
 """
 
 from __future__ import annotations
@@ -225,7 +227,12 @@ class BrokerConfigLayers:
         return found
 
     def describe_broker(
-        self, keys: Iterable[str] | None, *, per_broker: bool, include_synonyms: bool
+        self,
+        keys: Iterable[str] | None,
+        *,
+        per_broker: bool,
+        include_synonyms: bool,
+        include_documentation: bool = False,
     ) -> list[m.DescribeConfigsResult]:
         """A BROKER resource's entries: this broker's every config (per_broker) or the
         cluster defaults set dynamically (resource name "")."""
@@ -262,6 +269,7 @@ class BrokerConfigLayers:
                     config_source=source,
                     synonyms=synonyms if include_synonyms else [],
                     config_type=CONFIG_TYPE_IDS[kind or "unknown"],
+                    documentation=_documentation(name) if include_documentation else None,
                 )
             )
         return entries
@@ -273,6 +281,7 @@ class BrokerConfigLayers:
         keys: Iterable[str] | None,
         *,
         include_synonyms: bool,
+        include_documentation: bool = False,
     ) -> list[m.DescribeConfigsResult]:
         """A TOPIC resource's entries: every topic config's effective value (`config`:
         the overrides over this broker's defaults), its source and synonyms."""
@@ -301,9 +310,22 @@ class BrokerConfigLayers:
                     config_source=source,
                     synonyms=synonyms if include_synonyms else [],
                     config_type=CONFIG_TYPE_IDS[spec.kind],
+                    documentation=(
+                        _documentation(spec.synonym, topic=True) if include_documentation else None
+                    ),
                 )
             )
         return entries
+
+
+def _documentation(name: str, *, topic: bool = False) -> str | None:
+    """A config's one line of documentation (a topic config's is its broker synonym's)."""
+    if topic and not name:
+        return "replicas whose replication is throttled (no effect: Tributary has no quotas)"
+    if name in DYNAMIC_ONLY_CONFIGS:
+        return "replication quota in bytes/s (accepted, no effect: Tributary has no quotas)"
+    key = BROKER_CONFIG.keys.get(name)
+    return None if key is None else key.doc
 
 
 def _value_problem(name: str, value: str) -> str | None:

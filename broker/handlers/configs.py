@@ -57,20 +57,25 @@ class ConfigHandlers:
         results = []
         for resource in request.resources:
             try:
-                configs = await self._describe(resource, request.include_synonyms)
+                configs = await self._describe(resource, request)
                 results.append(_configs_result(resource, ErrorCode.NONE, None, configs))
             except TopicProblem as problem:
                 results.append(_configs_result(resource, problem.code, problem.message))
         return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     async def _describe(
-        self, resource: m.DescribeConfigsResource, include_synonyms: bool
+        self, resource: m.DescribeConfigsResource, request: m.DescribeConfigsRequest
     ) -> list[m.DescribeConfigsResult]:
         keys = resource.configuration_keys
+        include_synonyms = request.include_synonyms
+        include_documentation = request.include_documentation
         if resource.resource_type == m.BROKER_RESOURCE:
             entity = self._broker_entity(resource.resource_name)
             return self._layers.describe_broker(
-                keys, per_broker=entity != DEFAULT, include_synonyms=include_synonyms
+                keys,
+                per_broker=entity != DEFAULT,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
             )
         if resource.resource_type != m.TOPIC_RESOURCE:
             raise TopicProblem(
@@ -88,7 +93,11 @@ class ConfigHandlers:
             log.warning("topic %s: bad config in ZooKeeper (%s); describing defaults", name, exc)
             config, overrides = defaults, {}
         return self._layers.describe_topic(
-            overrides, config, keys, include_synonyms=include_synonyms
+            overrides,
+            config,
+            keys,
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
         )
 
     @property

@@ -6,9 +6,8 @@ native message, the native handler does the work (Kafka's rules: sources, synony
 validation, ZooKeeper writes, change notifications) and `from_native` describes the
 answer for `translation.build` to fit to the requested version; `error_response`
 answers every resource of the request with the error code. The native messages carry
-every field Kafka's answers have (config source, synonyms, type), so each maps one to
-one; documentation is null (Kafka sends it only when asked, and Tributary has none for
-topic configs).
+every field Kafka's answers have (config source, synonyms, type, and documentation when
+asked for), so each maps one to one.
 
 Version ranges (kio has no DescribeConfigs v0):
 - DescribeConfigs 1-4: v1 adds sources and synonyms, v3 types and documentation, v4 is

@@ -398,3 +398,18 @@ async def test_connection_limits_and_cleaner_settings_change_live(autojump_clock
             "DYNAMIC_BROKER_CONFIG",
             False,
         )
+
+
+def test_documentation_only_when_asked_for():
+    config = layers()
+    plain = config.describe_broker(["log.retention.ms"], per_broker=True, include_synonyms=False)
+    assert plain[0].documentation is None and plain[0].synonyms == []
+    (documented,) = config.describe_broker(
+        ["log.retention.ms"], per_broker=True, include_synonyms=False, include_documentation=True
+    )
+    assert documented.documentation and "delete segments older" in documented.documentation
+    (topic,) = config.describe_topic(
+        {}, config.current.default_log_config(), ["retention.ms"], include_synonyms=False,
+        include_documentation=True,
+    )  # fmt: skip
+    assert topic.documentation == documented.documentation
