@@ -1113,6 +1113,60 @@ async def test_kafka_python_admin_creates_describes_and_deletes_topics():
     assert configs["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
 
 
+async def test_kafka_python_admin_describes_and_alters_topic_and_broker_configs():
+    """kafka-python 3's admin: incremental and legacy AlterConfigs of a topic and a broker
+    (it checks the keys against a 'dynamic' DescribeConfigs first), and DescribeConfigs
+    of both, the broker's sent to that broker."""
+    kafka_admin = pytest.importorskip("kafka.admin")
+
+    async with kafka_cluster(2, topics={"kc": 1}) as cluster:
+        bootstrap = kafka_bootstrap(cluster)
+
+        def alter_and_describe() -> dict[str, Any]:
+            admin = kafka_admin.KafkaAdminClient(
+                bootstrap_servers=bootstrap, client_id="kp-configs", request_timeout_ms=20_000
+            )
+            Resource = kafka_admin.ConfigResource
+            try:
+                out: dict[str, Any] = {}
+                out["incremental"] = admin.alter_configs(
+                    [
+                        Resource("TOPIC", "kc", configs={"retention.ms": "5000"}),
+                        Resource("BROKER", "2", configs={"log.retention.bytes": "777777"}),
+                    ],
+                    incremental=True,
+                )
+                out["legacy"] = admin.alter_configs(
+                    [Resource("TOPIC", "kc", configs={"segment.ms": "60000"})], incremental=False
+                )
+                out["configs"] = admin.describe_configs(
+                    [Resource("TOPIC", "kc"), Resource("BROKER", "2")],
+                    include_synonyms=True,
+                    config_filter="all",
+                )
+                out["dynamic"] = admin.describe_configs(
+                    [Resource("BROKER", "2")], config_filter="dynamic"
+                )
+                return out
+            finally:
+                admin.close()
+
+        out = await in_thread(alter_and_describe)
+    assert out["incremental"] == {"topic": {"kc": "OK"}, "broker": {"2": "OK"}}
+    assert out["legacy"] == {"topic": {"kc": "OK"}}
+    topic = out["configs"]["topic"]["kc"]
+    # kafka-python keeps the other overrides when it falls back to the legacy API.
+    assert topic["retention.ms"]["value"] == "5000"
+    assert topic["segment.ms"]["value"] == "60000"
+    assert topic["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    broker = out["configs"]["broker"]["2"]
+    assert broker["log.retention.bytes"]["value"] == "777777"
+    assert broker["log.retention.bytes"]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    assert broker["broker.id"]["value"] == "2"
+    dynamic = out["dynamic"]["broker"]["2"]
+    assert "log.retention.ms" in dynamic and "broker.id" not in dynamic
+
+
 async def test_kafka_python_consumer_group_joins_commits_and_is_seen_natively():
     kafka = pytest.importorskip("kafka")
     kafka_admin = pytest.importorskip("kafka.admin")
