@@ -249,6 +249,7 @@ def read_zk_json(cluster: LocalCluster, path: str) -> dict:
 # --- confluent-kafka -----------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # tested on purpose
 def test_confluent_describes_and_incrementally_alters_topic_and_broker_configs(cluster):
     client = admin(cluster)
     create_topic(cluster, "ck", partitions=1, rf=3)
