@@ -12,9 +12,12 @@ Map (ARCHITECTURE.md walks a produce request and an ISR shrink through it):
 - `tasks/`: the Trio tasks beside the handlers: the core's timers and queues, the
   follower fetchers, the log cleaner, the scrubber, the group coordinator's service;
 - `zookeeper/`: the ZooKeeper gateway (every broker-side read and write), the broker's
-  registration, the topic configs kept in step with ZooKeeper, controlled shutdown;
+  registration, the topic and dynamic broker configs kept in step with ZooKeeper,
+  controlled shutdown;
 - `server.py`: `BrokerServer` wires the parts and runs the process; `config.py`: the
-  broker's settings (Kafka's names and defaults); `__main__.py`: `python -m broker`;
+  broker's settings (Kafka's names and defaults); `dynamic_config.py`: its four layers
+  (dynamic per-broker and cluster default, static, default), which of them change at
+  run time and how DescribeConfigs shows them; `__main__.py`: `python -m broker`;
   `broker_metrics.py`: the broker's metrics, registered in one place.
 
 The broker imports `server_common` and `client`; never `controller`, `tools` or `spark`.

@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from broker.core.log.config import LogConfig
+from broker.core.log.config_defs import COMPRESSION_TYPES, LATEST_MESSAGE_FORMAT_VERSION
+from broker.core.log.errors import ConfigError as LogConfigError
 from broker.core.replica_manager import ReplicationConfig
 from server_common.connection_limits import NO_LIMIT, parse_overrides
 from server_common.jsonl import ROTATION_CONFIG_KEYS
@@ -36,6 +39,11 @@ LONG_MAX = 2**63 - 1
 # requests of the largest size (socket.request.max.bytes, 100 MiB) plus room for
 # everyone else's, and keeps a broker under a few hundred MiB whatever clients send.
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+
+
+def _at_least_or_unset(minimum: int):
+    return lambda v: None if v is None or v >= minimum else f"must be >= {minimum}, got {v}"
+
 
 BROKER_CONFIG = ConfigDef(
     [
@@ -103,13 +111,59 @@ BROKER_CONFIG = ConfigDef(
             "socket.request.max.bytes", "int", 104_857_600, "largest request frame", at_least(1024)
         ),
         ConfigKey("log.segment.bytes", "int", 1 << 30, "segment size before a roll", at_least(14)),
-        ConfigKey("log.roll.ms", "int", 7 * DAY_MS, "segment age before a roll", at_least(1)),
-        ConfigKey("log.retention.ms", "int", 7 * DAY_MS, "delete segments older than this"),
+        # Kafka's time synonyms: the .ms key wins over .minutes over .hours (None: unset).
+        ConfigKey("log.roll.ms", "int", None, "segment age before a roll", _at_least_or_unset(1)),
+        ConfigKey("log.roll.hours", "int", 168, "segment age before a roll, in hours", at_least(1)),
+        ConfigKey(
+            "log.roll.jitter.ms",
+            "int",
+            None,
+            "most random jitter subtracted from a segment's roll time",
+            _at_least_or_unset(0),
+        ),
+        ConfigKey("log.roll.jitter.hours", "int", 0, "log.roll.jitter.ms in hours", at_least(0)),
+        ConfigKey("log.retention.ms", "int", None, "delete segments older than this (-1 never)"),
+        ConfigKey("log.retention.minutes", "int", None, "log.retention.ms in minutes"),
+        ConfigKey("log.retention.hours", "int", 168, "log.retention.ms in hours"),
         ConfigKey("log.retention.bytes", "int", -1, "delete old segments above this size"),
+        ConfigKey(
+            "log.segment.delete.delay.ms",
+            "int",
+            60_000,
+            "keep deleted segments' files (renamed .deleted) this long",
+            at_least(0),
+        ),
         ConfigKey("log.index.interval.bytes", "int", 4096, "bytes between index entries"),
         ConfigKey("log.index.size.max.bytes", "int", 10 * 1024 * 1024, "index size before a roll"),
         ConfigKey("log.flush.interval.messages", "int", LONG_MAX, "fsync after this many messages"),
         ConfigKey("log.flush.interval.ms", "int", LONG_MAX, "fsync after this long"),
+        ConfigKey(
+            "compression.type",
+            "str",
+            "producer",
+            "default compression.type of topics (producer keeps the producer's codec)",
+            one_of(*COMPRESSION_TYPES),
+        ),
+        ConfigKey("log.preallocate", "bool", False, "default preallocate of topics (no effect)"),
+        ConfigKey(
+            "log.message.format.version",
+            "str",
+            LATEST_MESSAGE_FORMAT_VERSION,
+            "default message.format.version of topics (v2 batches are always written)",
+        ),
+        ConfigKey(
+            "log.message.timestamp.difference.max.ms",
+            "int",
+            LONG_MAX,
+            "default message.timestamp.difference.max.ms of topics",
+            at_least(0),
+        ),
+        ConfigKey(
+            "log.message.downconversion.enable",
+            "bool",
+            True,
+            "default message.downconversion.enable of topics (no effect)",
+        ),
         ConfigKey("log.flush.scheduler.interval.ms", "int", 1000, "how often to check flushes"),
         ConfigKey(
             "log.flush.offset.checkpoint.interval.ms",
@@ -194,6 +248,13 @@ BROKER_CONFIG = ConfigDef(
         ),
         ConfigKey("log.cleaner.delete.retention.ms", "int", DAY_MS, "default delete.retention.ms"),
         ConfigKey("log.cleaner.min.compaction.lag.ms", "int", 0, "default min.compaction.lag.ms"),
+        ConfigKey(
+            "log.cleaner.max.compaction.lag.ms",
+            "int",
+            LONG_MAX,
+            "default max.compaction.lag.ms",
+            at_least(1),
+        ),
         ConfigKey(
             "log.cleanup.policy",
             "str",
@@ -321,6 +382,14 @@ BROKER_CONFIG = ConfigDef(
 )
 
 
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
 TRIBUTARY_WIRE = "tributary"
 KAFKA_WIRE = "kafka"
 WIRE_PROTOCOLS = (TRIBUTARY_WIRE, KAFKA_WIRE)
@@ -349,6 +418,10 @@ def _wire_protocols(text: str) -> dict[str, str]:
 class BrokerConfig(PropertiesConfig):
     def __init__(self, values: Mapping[str, Any]):
         self.values = BROKER_CONFIG.parse(values)
+        # The properties as given (server.properties and overrides): Kafka's
+        # originals, which DescribeConfigs reports as STATIC_BROKER_CONFIG.
+        self.originals = {str(k): _render(v) for k, v in values.items()}
+        self.default_log_config()  # the log.* topic defaults must be valid topic values
         # name -> (host, port) to bind, and name -> (host, port) to advertise.
         self.listeners = {n: (h, p) for n, h, p in parse_listeners(self.values["listeners"])}
         if not self.listeners:
@@ -407,13 +480,31 @@ class BrokerConfig(PropertiesConfig):
             isr_change_propagation_interval_ms=v["isr.change.propagation.interval.ms"],
         )
 
-    def default_topic_properties(self) -> dict[str, str]:
-        """Broker-level defaults for topic configs (Kafka's log.* -> topic name mapping)."""
+    def _millis(self, ms: str, minutes: str | None, hours: str) -> int:
+        """Kafka's time synonyms: `ms` if set, else `minutes`, else `hours`."""
         v = self.values
+        if v[ms] is not None:
+            value = v[ms]
+        elif minutes is not None and v[minutes] is not None:
+            value = v[minutes] * 60_000
+        else:
+            value = v[hours] * 3_600_000
+        return value
+
+    def default_topic_properties(self) -> dict[str, str]:
+        """Broker-level defaults for topic configs (Kafka's log.* -> topic name mapping,
+        `LogConfig.extractLogConfigMap`)."""
+        v = self.values
+        retention_ms = self._millis(
+            "log.retention.ms", "log.retention.minutes", "log.retention.hours"
+        )
         return {
             "segment.bytes": str(v["log.segment.bytes"]),
-            "segment.ms": str(v["log.roll.ms"]),
-            "retention.ms": str(v["log.retention.ms"]),
+            "segment.ms": str(self._millis("log.roll.ms", None, "log.roll.hours")),
+            "segment.jitter.ms": str(
+                self._millis("log.roll.jitter.ms", None, "log.roll.jitter.hours")
+            ),
+            "retention.ms": str(-1 if retention_ms < 0 else retention_ms),
             "retention.bytes": str(v["log.retention.bytes"]),
             "index.interval.bytes": str(v["log.index.interval.bytes"]),
             "segment.index.bytes": str(v["log.index.size.max.bytes"]),
@@ -427,4 +518,21 @@ class BrokerConfig(PropertiesConfig):
             "delete.retention.ms": str(v["log.cleaner.delete.retention.ms"]),
             "min.cleanable.dirty.ratio": str(v["log.cleaner.min.cleanable.ratio"]),
             "min.compaction.lag.ms": str(v["log.cleaner.min.compaction.lag.ms"]),
+            "max.compaction.lag.ms": str(v["log.cleaner.max.compaction.lag.ms"]),
+            "file.delete.delay.ms": str(v["log.segment.delete.delay.ms"]),
+            "compression.type": v["compression.type"],
+            "preallocate": str(v["log.preallocate"]).lower(),
+            "message.format.version": v["log.message.format.version"],
+            "message.timestamp.difference.max.ms": str(
+                v["log.message.timestamp.difference.max.ms"]
+            ),
+            "message.downconversion.enable": str(v["log.message.downconversion.enable"]).lower(),
         }
+
+    def default_log_config(self) -> LogConfig:
+        """The topic defaults as a `LogConfig`; ConfigError naming the broker key when one
+        of the log.* values is not a valid topic value."""
+        try:
+            return LogConfig.from_properties(self.default_topic_properties())
+        except LogConfigError as exc:
+            raise ConfigError(f"broker topic defaults: {exc}") from None

@@ -8,7 +8,8 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
 - `BrokerZkGateway` (zookeeper/gateway.py): every ZooKeeper read and write of this
   broker; `Registration` (zookeeper/registration.py) keeps /brokers/ids/<id> alive across
   sessions; `TopicConfigs` (zookeeper/topic_configs.py) caches topic configs read from
-  ZooKeeper;
+  ZooKeeper; `BrokerConfigs` (zookeeper/broker_configs.py) holds the dynamic broker
+  configs, read before the logs open and applied live (`_broker_config_changed`);
 - `RequestHandlers` (handlers/: one module per family of requests) behind each listener,
   served by `server_common.network.serve_connection`, one task per connection. A
   listener mapped to `kafka` in `listener.wire.protocol.map` speaks Kafka's wire
@@ -41,6 +42,7 @@ waiting is answered, checkpoints are written and the logs closed.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import ipaddress
 import logging
@@ -69,8 +71,9 @@ from broker.kafka.wire import KafkaServerConnection
 from broker.tasks.background import BackgroundTasks, Intervals
 from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
-from broker.tasks.log_cleaner import LogCleanerTask
+from broker.tasks.log_cleaner import CleanerSettings, LogCleanerTask
 from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.broker_configs import BrokerConfigs
 from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_shutdown
 from broker.zookeeper.gateway import BrokerZkGateway
 from broker.zookeeper.registration import BrokerIdentity, Registration
@@ -121,10 +124,14 @@ class BrokerServer:
         self.metadata_changes = MetadataChanges()
         self.metrics = MetricsRegistry()
         self.topic_configs = TopicConfigs(
-            self.gateway,
-            LogConfig.from_properties(config.default_topic_properties()),
-            on_loaded=self._apply_topic_config,
+            self.gateway, config.default_log_config(), on_loaded=self._apply_topic_config
         )
+        # Dynamic broker configs (/config/brokers/...), read before the logs open and
+        # applied live on every change the config watcher announces.
+        self.broker_configs = BrokerConfigs(
+            self.gateway, config, on_change=self._broker_config_changed
+        )
+        self.topic_configs.on_broker_change = self.broker_configs.reload
         self.background = BackgroundTasks(
             self.broker_id,
             self.gateway,
@@ -209,7 +216,7 @@ class BrokerServer:
         )
         self.background.attach(self.replica_manager, self.log_manager)
         self.background.log_cleaner = LogCleanerTask.for_broker(
-            self.config,
+            self.broker_configs.current,
             self.log_manager,
             self.replica_manager.high_watermarks,
             self.now_ms,
@@ -253,6 +260,7 @@ class BrokerServer:
             groups=GroupHandlers(
                 self.groups, self.metadata_cache, broker_id=self.broker_id, clock=self.now_ms
             ),
+            broker_configs=self.broker_configs,
         )
         self.fetchers = FetcherManager(
             FetcherContext(
@@ -301,6 +309,24 @@ class BrokerServer:
         if self.log_manager is not None:
             self.log_manager.update_topic_config(topic, config)
 
+    def _broker_config_changed(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Apply a new effective broker config to what changes live (DYNAMIC_CONFIGS of
+        broker/dynamic_config.py): the topic defaults (every log without an override
+        takes the new value), the connection limits and the log cleaner's settings."""
+        self.topic_configs.set_default(new.default_log_config())
+        limits = self.connection_limits
+        limits.max_connections = new["max.connections"]
+        limits.max_per_ip = new["max.connections.per.ip"]
+        if new["max.connections.per.ip.overrides"] != old["max.connections.per.ip.overrides"]:
+            limits.overrides = _resolve_overrides(new.max_connections_per_ip_overrides)
+        cleaner = self.background.log_cleaner
+        if cleaner is not None:
+            cleaner.settings = dataclasses.replace(
+                CleanerSettings.from_config(new), enable=cleaner.settings.enable
+            )
+        changed = sorted(k for k in new.values if new.values[k] != old.values.get(k))
+        log.info("broker config changed live: %s", ", ".join(changed) or "nothing")
+
     def shutdown(self) -> None:
         """Ask for a controlled shutdown (what SIGTERM does)."""
         self._shutdown_requested.set()
@@ -309,6 +335,7 @@ class BrokerServer:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         await self.gateway.start()
         try:
+            await self.broker_configs.load()
             self.open_storage()
             self.identity.cluster_id = await self.gateway.cluster_id()
             self._write_meta_properties()

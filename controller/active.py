@@ -11,7 +11,8 @@ bookkeeping and the event log. Handlers (controller/handlers/) call its three ve
   same way in PartitionStateMachine);
 - `batch()` / `send(batch)`: build and queue LeaderAndIsr / UpdateMetadata / StopReplica;
 - `refresh_configs_for_offline(tps)`: re-read the topic configs that an unclean election
-  may depend on, so `unclean.leader.election.enable` changes apply without a watch.
+  may depend on, and the cluster-wide dynamic broker default (/config/brokers/<default>),
+  so `unclean.leader.election.enable` changes apply without a watch.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from client.connection import Connector
 from client.protocol.types import TopicPartition
 from controller.channel import ControllerChannelManager
 from controller.config import ControllerConfig
-from controller.core.context import ControllerContext
+from controller.core.context import UNCLEAN_CONFIG, ControllerContext
 from controller.core.deletion import TopicDeletions
 from controller.core.requests import RequestBatch
 from controller.core.state_change import StateChange
@@ -143,6 +144,10 @@ class ActiveController:
             for topic, config in configs.items():
                 if ctx.has_topic(topic):
                     ctx.topic_configs[topic] = config
+            default = (await self.store.read_broker_default_config()).get(UNCLEAN_CONFIG)
+            ctx.dynamic_default_unclean = (
+                None if default is None else default.strip().lower() == "true"
+            )
 
     # -- requests -----------------------------------------------------------------------
     def batch(self) -> RequestBatch:

@@ -129,6 +129,18 @@ class ZkStore:
                     log.warning("topic %s: bad config znode: %s", name, exc)
         return configs
 
+    async def read_broker_default_config(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker configs (/config/brokers/<default>; {} if none)."""
+        path = zkdata.broker_config_path(zkdata.BROKER_DEFAULT_ENTITY)
+        (result,) = await self.zk.get_many([path])
+        if result is None:
+            return {}
+        try:
+            return zkdata.decode_entity_config(path, result[0])
+        except ZkDataError as exc:
+            log.warning("bad cluster-wide broker config znode: %s", exc)
+            return {}
+
     async def read_states(
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr | None]:

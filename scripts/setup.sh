@@ -2,7 +2,8 @@
 # Idempotent setup: a .venv with the project and its test dependencies, ZooKeeper from
 # Debian's package when no ZooKeeper jar is present, and docker-compose (v1, Debian's
 # package) to validate docker-compose.yml offline, kcat (a Kafka client) and the Node.js
-# Kafka clients (tests/node) for the Kafka-protocol tests. Safe to run again: it only does what is missing.
+# Kafka clients (tests/node) for the Kafka-protocol tests. Safe to run again: it only
+# does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

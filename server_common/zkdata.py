@@ -21,6 +21,9 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+# Dynamic broker configs: /config/brokers/<id>, and <default> for the cluster-wide ones.
+CONFIG_BROKERS = "/config/brokers"
+BROKER_DEFAULT_ENTITY = "<default>"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -39,6 +42,7 @@ PERSISTENT_PATHS = (
     ISR_CHANGE_NOTIFICATION,
     CONFIG_TOPICS,
     CONFIG_CHANGES,
+    CONFIG_BROKERS,
     ADMIN_DELETE_TOPICS,
     ADMIN_LEADER_STEP_DOWN,
 )
@@ -108,6 +112,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """/config/brokers/<id> or /config/brokers/<default>."""
+    return f"{CONFIG_BROKERS}/{entity}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -305,7 +314,14 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 
 
 def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
-    path = topic_config_path(topic)
+    return decode_entity_config(topic_config_path(topic), data)
+
+
+# /config/brokers/<entity> holds the same {"version": 1, "config": {...}} as a topic's.
+encode_broker_config = encode_topic_config
+
+
+def decode_entity_config(path: str, data: bytes) -> dict[str, str]:
     obj = _loads(data, path)
     config = obj.get("config", {})
     if not isinstance(config, dict):

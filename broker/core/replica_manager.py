@@ -54,7 +54,7 @@ from broker.core.errors import PartitionError
 from broker.core.follower_fetch import FollowerFetch
 from broker.core.isr_propagation import IsrChangePropagation
 from broker.core.log.config import LogConfig
-from broker.core.log.errors import RecordTooLargeError
+from broker.core.log.errors import InvalidTimestampError, RecordTooLargeError
 from broker.core.log.local_log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -220,6 +220,9 @@ class ReplicaManager:
         except RecordTooLargeError as exc:
             log.info("%s: rejected produce: %s", tp, exc)
             return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc)), None
+        except InvalidTimestampError as exc:
+            log.info("%s: rejected produce: %s", tp, exc)
+            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, error_message=str(exc)), None
         except RecordError as exc:  # bad CRC, torn batch, bad magic, unknown codec...
             log.info("%s: rejected produce: %s", tp, exc)
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc)), None

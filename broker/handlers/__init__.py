@@ -27,7 +27,8 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
 - `log_dirs.py`: DescribeLogDirs and VerifyLogDirs (an on-demand scrub);
 - `topics.py`: CreateTopics, CreatePartitions, DeleteTopics, written to ZooKeeper,
   with `TopicDefaults` (the broker settings they apply);
-- `configs.py`: DescribeConfigs and IncrementalAlterConfigs of topics;
+- `configs.py`: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of topics and
+  brokers (dynamic broker configs);
 - `elections.py`: ElectLeaders (preferred); `reassignments.py`: Alter- and
   ListPartitionReassignments; both write the /admin znodes the controller watches;
 - `groups.py`: the consumer group APIs (`GROUP_APIS`), over the group coordinator
@@ -57,6 +58,7 @@ from broker.handlers.producers import ProducerHandlers
 from broker.handlers.reassignments import ReassignmentHandlers
 from broker.handlers.topics import TopicDefaults, TopicHandlers
 from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.broker_configs import BrokerConfigs
 from broker.zookeeper.gateway import BrokerZkGateway
 from broker.zookeeper.registration import BrokerIdentity
 from broker.zookeeper.topic_configs import TopicConfigs
@@ -82,6 +84,7 @@ class RequestHandlers:
         log_dir: str,
         groups: GroupHandlers | None = None,
         scrubber: LogScrubber | None = None,
+        broker_configs: BrokerConfigs | None = None,
     ):
         self.data_plane = DataPlaneHandlers(replica_manager, metadata_cache, clock)
         self.metadata = MetadataHandlers(metadata_cache, identity)
@@ -103,7 +106,7 @@ class RequestHandlers:
             topic_defaults=topic_defaults,
             default_log_config=default_log_config,
         )
-        self.configs = ConfigHandlers(gateway, default_log_config)
+        self.configs = ConfigHandlers(gateway, lambda: topic_configs.default, broker_configs)
         self.elections = ElectionHandlers(gateway, metadata_cache, metadata_changes)
         self.reassignments = ReassignmentHandlers(gateway)
         self.groups = groups
@@ -129,6 +132,7 @@ class RequestHandlers:
             ApiKey.DELETE_TOPICS: self.topics.delete_topics,
             ApiKey.CREATE_PARTITIONS: self.topics.create_partitions,
             ApiKey.DESCRIBE_CONFIGS: self.configs.describe_configs,
+            ApiKey.ALTER_CONFIGS: self.configs.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.configs.incremental_alter_configs,
             ApiKey.ELECT_LEADERS: self.elections.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.reassignments.alter_partition_reassignments,

@@ -14,9 +14,10 @@ version the client asked for.
 - `translation.py`: what one API's `Translation` is, and the helpers every translation
   shares;
 - `translate_data.py`: the data-plane APIs (Metadata, Produce, Fetch, ListOffsets,
-  OffsetForLeaderEpoch, InitProducerId); `translate_admin.py`: the topic and config
-  admin APIs; `translate_replicas.py`: the cluster and replica admin APIs
-  (DescribeCluster, ElectLeaders, partition reassignments, DescribeLogDirs);
+  OffsetForLeaderEpoch, InitProducerId); `translate_admin.py`: the topic admin APIs;
+  `translate_configs.py`: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
+  `translate_replicas.py`: the cluster and replica admin APIs (DescribeCluster,
+  ElectLeaders, partition reassignments, DescribeLogDirs, DescribeProducers);
   `translate_groups.py`: the group APIs;
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.

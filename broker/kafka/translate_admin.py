@@ -1,6 +1,7 @@
-"""Kafka's CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions and DescribeConfigs on
-the Kafka listener, translated to and from the native handlers (broker/handlers/topics.py
-and configs.py; the data plane's, over the replica manager, for DeleteRecords).
+"""Kafka's CreateTopics, DeleteTopics, DeleteRecords and CreatePartitions on the Kafka
+listener, translated to and from the native handlers (broker/handlers/topics.py; the data
+plane's, over the replica manager, for DeleteRecords). The config APIs are in
+translate_configs.py.
 
 How it works: as in translate_groups.py, `to_native` reads the kio request into the
 native message, the broker's handlers do the work (validation, ZooKeeper writes,
@@ -10,16 +11,9 @@ request with the error code. CreateTopics passes num_partitions / replication_fa
 (broker defaults, KIP-464), manual assignments, configs and validate_only through; the
 per-topic error codes and messages come back as the native handler wrote them, and
 from v5 each new topic's partition count, replication factor and configs (a topic
-override is DYNAMIC_TOPIC_CONFIG, a default DEFAULT_CONFIG, as for DescribeConfigs
-below), from v7 its topic id.
-DescribeConfigs adds what Kafka's v1+ answers carry and the native answer implies: the
-config source (a topic override is DYNAMIC_TOPIC_CONFIG, anything else DEFAULT_CONFIG,
-since the native answer does not say whether a default came from server.properties), one
-synonym (the override itself, or the default under its broker-level name, as Kafka lists
-them) and, from v3, the config's type. Documentation is left null (Kafka sends it only
-when asked). Broker resources get the native handler's per-resource INVALID_REQUEST.
+override is DYNAMIC_TOPIC_CONFIG, a default DEFAULT_CONFIG), from v7 its topic id.
 
-Version ranges (kio has no CreateTopics v0-1, DeleteTopics v0, DescribeConfigs v0):
+Version ranges (kio has no CreateTopics v0-1, DeleteTopics v0):
 - CreateTopics 2-7: v4 is the first with broker defaults (-1); v5 answers each new
   topic's configs, v6 only adds quota errors (never sent here), v7 the topic id.
 - DeleteTopics 1-6: v6 may name a topic by its topic id instead (not both: a request
@@ -28,7 +22,6 @@ Version ranges (kio has no CreateTopics v0-1, DeleteTopics v0, DescribeConfigs v
 - DeleteRecords 0-2 and CreatePartitions 0-3: every version; they differ only in
   encoding (v2 flexible) and, for CreatePartitions v3, in a quota error never sent here.
   Each field maps one to one (offset -1 is the high watermark on both sides).
-- DescribeConfigs 1-4.
 """
 
 from __future__ import annotations
@@ -48,35 +41,10 @@ from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.topic_ids import topic_id_bytes, topic_id_of_bytes
 
-# Kafka's DescribeConfigsResponse.ConfigSource.
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-
-# Kafka's ConfigDef.Type ids as DescribeConfigs v3+ sends them.
-_UNKNOWN, _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 0, 1, 2, 3, 5, 6, 7
-
-# Each topic config: its type and the broker config that supplies its default
-# (Kafka's LogConfig definitions and TopicConfigSynonyms).
-TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
-    "segment.bytes": (_INT, "log.segment.bytes"),
-    "segment.ms": (_LONG, "log.roll.ms"),
-    "segment.index.bytes": (_INT, "log.index.size.max.bytes"),
-    "index.interval.bytes": (_INT, "log.index.interval.bytes"),
-    "retention.ms": (_LONG, "log.retention.ms"),
-    "retention.bytes": (_LONG, "log.retention.bytes"),
-    "max.message.bytes": (_INT, "message.max.bytes"),
-    "flush.messages": (_LONG, "log.flush.interval.messages"),
-    "flush.ms": (_LONG, "log.flush.interval.ms"),
-    "message.timestamp.type": (_STRING, "log.message.timestamp.type"),
-    "cleanup.policy": (_LIST, "log.cleanup.policy"),
-    "delete.retention.ms": (_LONG, "log.cleaner.delete.retention.ms"),
-    "min.cleanable.dirty.ratio": (_DOUBLE, "log.cleaner.min.cleanable.ratio"),
-    "min.compaction.lag.ms": (_LONG, "log.cleaner.min.compaction.lag.ms"),
-    "max.compaction.lag.ms": (_LONG, "log.cleaner.max.compaction.lag.ms"),
-    "min.insync.replicas": (_INT, "min.insync.replicas"),
-    "unclean.leader.election.enable": (_BOOLEAN, "unclean.leader.election.enable"),
-}
+# CreateTopics v5+ config sources (Kafka's DescribeConfigsResponse.ConfigSource): an
+# override of the new topic's, or a default.
+DYNAMIC_TOPIC_CONFIG = m.SOURCE_DYNAMIC_TOPIC_CONFIG
+DEFAULT_CONFIG = m.SOURCE_DEFAULT_CONFIG
 
 
 def _response(api_key: int, version: int, **values: Any) -> Any:
@@ -314,81 +282,6 @@ def create_partitions_error(request: Any, version: int, code: int) -> Any:
     )
 
 
-# --- DescribeConfigs (32) -------------------------------------------------------------------
-
-
-def describe_configs_to_native(request: Any, header: KafkaHeader) -> m.DescribeConfigsRequest:
-    return m.DescribeConfigsRequest(
-        resources=[
-            m.DescribeConfigsResource(
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-                # null or empty: every key (Kafka treats both alike)
-                configuration_keys=(
-                    None if r.configuration_keys is None else list(r.configuration_keys)
-                ),
-            )
-            for r in request.resources
-        ]
-    )
-
-
-def _config_entry(resource_type: int, entry: m.DescribeConfigsResult) -> dict[str, Any]:
-    config_type, broker_name = TOPIC_CONFIGS.get(entry.name, (_UNKNOWN, entry.name))
-    if resource_type == m.TOPIC_RESOURCE:
-        source = DEFAULT_CONFIG if entry.is_default else DYNAMIC_TOPIC_CONFIG
-        synonym = broker_name if entry.is_default else entry.name
-    else:
-        source = DEFAULT_CONFIG if entry.is_default else STATIC_BROKER_CONFIG
-        synonym = entry.name
-    return {
-        "name": entry.name,
-        "value": entry.value,
-        "read_only": entry.read_only,
-        "is_default": entry.is_default,
-        "config_source": source,
-        "is_sensitive": entry.is_sensitive,
-        "synonyms": [{"name": synonym, "value": entry.value, "source": source}],
-        "config_type": config_type,
-        "documentation": None,
-    }
-
-
-def describe_configs_from_native(response: m.DescribeConfigsResponse, version: int) -> Any:
-    return _response(
-        ApiKey.DESCRIBE_CONFIGS,
-        version,
-        throttle_time=response.throttle_time_ms,
-        results=[
-            {
-                "error_code": r.error_code,
-                "error_message": r.error_message,
-                "resource_type": r.resource_type,
-                "resource_name": r.resource_name,
-                "configs": [_config_entry(r.resource_type, c) for c in r.configs],
-            }
-            for r in response.results
-        ],
-    )
-
-
-def describe_configs_error(request: Any, version: int, code: int) -> Any:
-    return _response(
-        ApiKey.DESCRIBE_CONFIGS,
-        version,
-        results=[
-            {
-                "error_code": code,
-                "error_message": None,
-                "resource_type": r.resource_type,
-                "resource_name": r.resource_name,
-                "configs": [],
-            }
-            for r in request.resources
-        ],
-    )
-
-
 TRANSLATIONS: dict[int, Translation] = {
     int(t.api_key): t
     for t in [
@@ -423,14 +316,6 @@ TRANSLATIONS: dict[int, Translation] = {
             create_partitions_to_native,
             create_partitions_from_native,
             create_partitions_error,
-        ),
-        Translation(
-            ApiKey.DESCRIBE_CONFIGS,
-            1,
-            4,
-            describe_configs_to_native,
-            describe_configs_from_native,
-            describe_configs_error,
         ),
     ]
 }

@@ -2,8 +2,9 @@
 what the decoder accepts.
 
 How it works: every translate module (translate_data.py, translate_admin.py,
-translate_groups.py) exposes `TRANSLATIONS: dict[int, Translation]`, each entry with the
-version range its functions translate correctly; none of them imports this module.
+translate_configs.py, translate_groups.py) exposes `TRANSLATIONS: dict[int,
+Translation]`, each entry with the version range its functions translate correctly;
+none of them imports this module.
 `translations()` merges them with ApiVersions' own translation (here: its answer is the
 merged table itself, so ApiVersions can only advertise what is really translated), and
 `supported()` is the resulting {api_key: (min_version, max_version)} table.
@@ -28,7 +29,13 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from broker.kafka import translate_admin, translate_data, translate_groups, translate_replicas
+from broker.kafka import (
+    translate_admin,
+    translate_configs,
+    translate_data,
+    translate_groups,
+    translate_replicas,
+)
 from broker.kafka.translation import (
     ZERO_MS,
     Translation,
@@ -71,7 +78,13 @@ API_VERSIONS = Translation(
 def translations() -> dict[int, Translation]:
     """Every API the Kafka listener serves, merged from the translate modules."""
     merged: dict[int, Translation] = {int(API_VERSIONS.api_key): API_VERSIONS}
-    for module in (translate_data, translate_admin, translate_groups, translate_replicas):
+    for module in (
+        translate_data,
+        translate_admin,
+        translate_configs,
+        translate_groups,
+        translate_replicas,
+    ):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:
                 raise ValueError(f"api {api_key} is translated by two modules")

@@ -15,6 +15,8 @@ what comes back, nothing more:
   and the fsyncs of rolled segments and `flush.ms`, each on its Kafka interval (the
   segment fsyncs in a worker thread, on duplicated descriptors; the checkpoints are
   snapshots taken on the loop and written, with their fsyncs, in a worker thread too);
+  the flusher also removes retention's `.deleted` segment files once their
+  `file.delete.delay.ms` has passed;
 - `metrics_snapshots`: one line of every metric to `metrics.jsonl` per interval;
 - `memory_releaser`: hands the heap's free pages back to the system every
   `MEMORY_RELEASE_S` (`server_common/malloc_tuning.py`), so RSS falls after a burst;
@@ -232,6 +234,10 @@ class BackgroundTasks:
         _, logs = self._attached()
         while True:
             await trio.sleep(self.intervals.flush_check_s)
+            try:
+                logs.delete_due_files(self.now_ms())  # file.delete.delay.ms
+            except Exception:
+                log.exception("deleting .deleted segment files failed")
             try:
                 pending = logs.due_flushes(self.now_ms())
             except Exception:

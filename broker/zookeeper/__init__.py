@@ -7,6 +7,8 @@
   `Registration`, which keeps /brokers/ids/<id> alive across ZooKeeper sessions;
 - `topic_configs.py`: `TopicConfigs`, the broker defaults plus each topic's overrides
   from /config/topics, kept up to date from /config/changes;
+- `broker_configs.py`: `BrokerConfigs`, this broker's dynamic configs from
+  /config/brokers/<id> and /config/brokers/<default>, applied live when they change;
 - `controlled_shutdown.py`: leaving the cluster: finds the active controller in
   /controller and asks it to move this broker's leaderships away before it stops.
 """

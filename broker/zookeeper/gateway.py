@@ -193,6 +193,38 @@ class BrokerZkGateway:
             makepath=True,
         )
 
+    async def broker_configs(self, entities: list[str]) -> dict[str, dict[str, str]]:
+        """Dynamic broker configs of `entities` (broker ids or `<default>`) from
+        /config/brokers/<entity> ({} where there are none or the znode is unreadable)."""
+        paths = [zkdata.broker_config_path(e) for e in entities]
+        configs: dict[str, dict[str, str]] = {}
+        for entity, path, result in zip(
+            entities, paths, await self.zk.get_many(paths), strict=True
+        ):
+            configs[entity] = {}
+            if result is not None:
+                try:
+                    configs[entity] = zkdata.decode_entity_config(path, result[0])
+                except zkdata.ZkDataError as exc:
+                    log.warning("ignoring a bad broker config: %s", exc)
+        return configs
+
+    async def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        """Replace /config/brokers/<entity> and announce it (entity path brokers/<entity>),
+        as Kafka's AdminZkClient.changeBrokerConfig does."""
+        path = zkdata.broker_config_path(entity)
+        data = zkdata.encode_broker_config(config)
+        try:
+            await self.zk.set(path, data)
+        except NoNodeError:
+            await self.zk.create(path, data, makepath=True)
+        await self.zk.create(
+            f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
+            zkdata.encode_config_change(f"brokers/{entity}"),
+            sequence=True,
+            makepath=True,
+        )
+
     async def config_change_entities(self, names: list[str]) -> list[str]:
         """The entity paths the named /config/changes children announce (unreadable or
         vanished ones left out)."""

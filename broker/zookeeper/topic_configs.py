@@ -8,13 +8,19 @@ hands each loaded config to `on_loaded` (the log store applies it to logs that e
 already, e.g. ones recovered at start-up). If ZooKeeper cannot be read, the broker
 defaults serve until the next LeaderAndIsr for those topics tries again.
 
+Each topic's overrides are kept beside its config, so when the broker's defaults change
+(a dynamic broker config, `set_default`) every topic's config is rebuilt from its
+overrides over the new defaults and applied again.
+
 Dynamic changes (Kafka's ConfigChangeListener): `watch_changes()` watches the children
-of /config/changes. An IncrementalAlterConfigs rewrites /config/topics/<t> and adds a
-sequential `config_change_<seq>` znode naming `topics/<t>`; each broker reads the
-notifications newer than the last it processed (those present when it started are
-already reflected in what `ensure_loaded` reads), re-reads the named topics' configs
-and applies them through `on_loaded`: a running log picks up, e.g., a new
-`retention.ms` at its next retention check, without a restart.
+of /config/changes. An AlterConfigs or IncrementalAlterConfigs rewrites
+/config/topics/<t> (or /config/brokers/<id|<default>>) and adds a sequential
+`config_change_<seq>` znode naming `topics/<t>` (or `brokers/<entity>`); each broker
+reads the notifications newer than the last it processed (those present when it
+started are already reflected in what `ensure_loaded` reads), re-reads the named
+topics' configs and applies them through `on_loaded`: a running log picks up, e.g., a
+new `retention.ms` at its next retention check, without a restart. Broker entities are
+handed to `on_broker_change` (broker_configs.py reloads its layers).
 
 Notifications are deleted once they are older than `change_expiration_ms` (15 minutes,
 Kafka's ZkNodeChangeNotificationListener changeExpirationMs), so /config/changes does not
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import trio
 
@@ -59,13 +65,39 @@ class TopicConfigs:
         self.on_loaded = on_loaded
         self.change_expiration_ms = change_expiration_ms
         self._configs: dict[str, LogConfig] = {}
+        self._overrides: dict[str, dict[str, str]] = {}
+        self.on_broker_change: Callable[[list[str]], Awaitable[None]] | None = None
 
     def log_config_for(self, topic: str) -> LogConfig:
         return self._configs.get(topic, self.default)
 
-    def set(self, topic: str, config: LogConfig) -> None:
+    def set(
+        self, topic: str, config: LogConfig, overrides: Mapping[str, str] | None = None
+    ) -> None:
         self._configs[topic] = config
+        if overrides is not None:
+            self._overrides[topic] = dict(overrides)
         self.on_loaded(topic, config)
+
+    def set_default(self, default: LogConfig) -> None:
+        """New broker defaults (a dynamic broker config changed): every known topic's
+        config is rebuilt from its overrides over them and applied."""
+        if default == self.default:
+            return
+        self.default = default
+        for topic in list(self._configs):
+            overrides = self._overrides.get(topic, {})
+            try:
+                config = LogConfig.from_properties(overrides, default)
+            except ConfigError as exc:
+                log.warning(
+                    "topic %s: overrides %s invalid over the new defaults (%s)",
+                    topic,
+                    overrides,
+                    exc,
+                )
+                config = default
+            self.set(topic, config)
 
     async def ensure_loaded(self, topics: Iterable[str]) -> None:
         missing = sorted(t for t in set(topics) if t not in self._configs)
@@ -87,7 +119,7 @@ class TopicConfigs:
             except ConfigError as exc:
                 log.warning("topic %s: bad config in ZooKeeper (%s); using defaults", topic, exc)
                 config = self.default
-            self.set(topic, config)
+            self.set(topic, config, overrides[topic])
 
     async def watch_changes(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Apply topic config changes announced under /config/changes (see above)."""
@@ -145,6 +177,9 @@ class TopicConfigs:
 
     async def _reload_announced(self, names: list[str]) -> None:
         entities = await self.gateway.config_change_entities(names)
+        brokers = sorted({e.split("/", 1)[1] for e in entities if e.startswith("brokers/")})
+        if brokers and self.on_broker_change is not None:
+            await self.on_broker_change(brokers)
         topics = sorted({e.split("/", 1)[1] for e in entities if e.startswith("topics/")})
         if not topics:
             return
@@ -156,4 +191,4 @@ class TopicConfigs:
                 log.warning("topic %s: bad config in ZooKeeper (%s); keeping the old", topic, exc)
                 continue
             log.info("topic %s: config changed to %s", topic, overrides[topic])
-            self.set(topic, config)
+            self.set(topic, config, overrides[topic])

@@ -18,6 +18,8 @@ The modules:
   next one on a connection failure), per-item error values;
 - `topics.py`: `TopicAdmin`: create, grow (CreatePartitions), delete, list and describe
   topics; describe and alter their configs;
+- `configs.py`: `ConfigAdmin`: topic and broker configs (per broker, or the cluster
+  defaults) described with sources and synonyms, altered incrementally or replaced;
 - `brokers.py`: `BrokerAdmin`: `describe_cluster`, DescribeLogDirs and VerifyLogDirs to
   each broker;
 - `replicas.py`: `ReplicaAdmin`: preferred leader elections, partition reassignments;
@@ -32,6 +34,7 @@ from client.admin.base import DEFAULT_ADMIN_TIMEOUT_MS
 from client.admin.client import Admin, open_admin
 from client.admin.results import (
     ClusterDescription,
+    ConfigEntry,
     GroupDescription,
     GroupListing,
     GroupOffsetsError,
@@ -48,6 +51,7 @@ __all__ = [
     "DEFAULT_ADMIN_TIMEOUT_MS",
     "Admin",
     "ClusterDescription",
+    "ConfigEntry",
     "GroupDescription",
     "GroupListing",
     "GroupOffsetsError",

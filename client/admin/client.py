@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from client.admin.brokers import BrokerAdmin
+from client.admin.configs import ConfigAdmin
 from client.admin.groups import GroupAdmin
 from client.admin.offsets import OffsetAdmin
 from client.admin.replicas import ReplicaAdmin
@@ -23,7 +24,7 @@ from client.admin.topics import TopicAdmin
 from client.connection import Connector, open_connection_pool
 
 
-class Admin(TopicAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin):
+class Admin(TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin):
     """Build with `open_admin()`; see the `client.admin` package docstring."""
 
 

@@ -5,8 +5,9 @@ answers by the family modules of `client.admin`: `NewTopic` (a topic to create),
 `TopicDescription` and `PartitionDescription` (a topic as the metadata shows it, with its
 id and config overrides), `ClusterDescription`, `Reassignment`, `LogDirDescription` and
 `ReplicaLogInfo` (a broker's log dirs), `GroupListing`, `GroupDescription` and
-`MemberDescription` (consumer groups). `GroupOffsetsError` says why altering a group's
-offsets failed, per partition.
+`MemberDescription` (consumer groups), `ConfigEntry` (a described config, with its
+source and synonyms). `GroupOffsetsError` says why altering a group's offsets failed,
+per partition.
 """
 
 from __future__ import annotations
@@ -32,6 +33,22 @@ class NewTopic:
     replication_factor: int = -1
     configs: Mapping[str, str] = field(default_factory=dict)
     assignment: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a topic or broker as DescribeConfigs describes it: its value (None
+    when unset or sensitive), where it comes from (Kafka's ConfigSource name:
+    DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG, DEFAULT_CONFIG) and every layer that sets it, highest
+    precedence first, as (source, name, value)."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: list[tuple[str, str, str | None]] = field(default_factory=list)
 
 
 class PartitionDescription(NamedTuple):

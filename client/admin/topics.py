@@ -179,7 +179,8 @@ class TopicAdmin(AdminBase):
             r.resource_name: {
                 c.name: c.value
                 for c in r.configs
-                if c.value is not None and not (overrides_only and c.is_default)
+                if c.value is not None
+                and not (overrides_only and c.config_source != m.SOURCE_DYNAMIC_TOPIC_CONFIG)
             }
             for r in response.results
             if r.error_code == ErrorCode.NONE

@@ -40,6 +40,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22  # the idempotent producer (KIP-98, no transactions)
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42

@@ -83,6 +83,9 @@ class ControllerContext:
         self.epoch = epoch
         self.epoch_zk_version = epoch_zk_version
         self.default_unclean = default_unclean
+        # The cluster-wide dynamic broker default (/config/brokers/<default>), when set:
+        # it overrides the controller's own, as Kafka's controller applies it.
+        self.dynamic_default_unclean: bool | None = None
         self.stats = stats if stats is not None else ControllerStats()
         self.live_brokers: dict[int, BrokerInfo] = {}
         self.shutting_down: set[int] = set()
@@ -190,6 +193,8 @@ class ControllerContext:
     def unclean_enabled(self, topic: str) -> bool:
         value = self.topic_configs.get(topic, {}).get(UNCLEAN_CONFIG)
         if value is None:
+            if self.dynamic_default_unclean is not None:
+                return self.dynamic_default_unclean
             return self.default_unclean
         return value.strip().lower() == "true"
 

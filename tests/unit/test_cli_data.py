@@ -366,3 +366,44 @@ def test_loading_the_entry_point_loads_no_command_or_client_library():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# --- configs of brokers --------------------------------------------------------------------
+
+
+def test_configs_of_brokers_describe_alter_and_argument_errors(run):
+    code, out, err = run(
+        "configs", "alter", "--entity-type", "brokers", "--entity-name", "2",
+        "--add-config", "log.retention.bytes=1000000,compression.type=zstd",
+    )  # fmt: skip
+    assert (code, out) == (0, "Completed updating config for broker 2.\n"), err
+    code, out, _ = run("configs", "describe", "--entity-type", "brokers", "--entity-name", "2")
+    assert out.splitlines() == [
+        "Dynamic configs for broker 2 are:",
+        "  compression.type=zstd sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "compression.type=zstd, DEFAULT_CONFIG:compression.type=producer}",
+        "  log.retention.bytes=1000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "log.retention.bytes=1000000, DEFAULT_CONFIG:log.retention.bytes=-1}",
+    ]
+    code, out, _ = run("configs", "describe", "--entity-type", "brokers", "--entity-default")
+    assert out == "Default configs for brokers in the cluster are:\n"
+    code, out, _ = run(
+        "configs", "describe", "--entity-type", "brokers", "--entity-name", "1", "--all"
+    )
+    assert out.startswith("All configs for broker 1 are:\n") and "  broker.id=1 " in out
+    code, _, err = run(
+        "configs", "alter", "--entity-type", "brokers", "--entity-default",
+        "--add-config", "num.partitions=4",
+    )  # fmt: skip
+    assert (
+        code == 1
+        and "Cannot update these configs dynamically: num.partitions" in one_error_line(err)
+    )
+    code, _, err = run("configs", "describe", "--entity-type", "brokers")
+    assert code == 2 and "--entity-name ID or --entity-default" in one_error_line(err)
+    code, _, err = run("configs", "describe", "--entity-type", "brokers", "--entity-name", "x")
+    assert code == 2 and "must be an integer" in one_error_line(err)
+    code, _, err = run("configs", "describe")
+    assert code == 2 and "--topic T or --entity-type" in one_error_line(err)
+    code, _, err = run("configs", "describe", "--entity-type", "brokers", "--entity-name", "9")
+    assert code == 1 and "broker 9 is not alive" in one_error_line(err)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader, entity_writer
 
-from broker.kafka import translate_admin, translate_groups
+from broker.kafka import translate_admin, translate_configs, translate_groups
 from broker.kafka.translation import (
     KafkaHeader,
     NativeBatch,
@@ -36,7 +36,11 @@ from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID("6f1c3e2a-9b0d-4c8e-a1f2-3b4c5d6e7f80")
-TRANSLATIONS = {**translate_admin.TRANSLATIONS, **translate_groups.TRANSLATIONS}
+TRANSLATIONS = {
+    **translate_admin.TRANSLATIONS,
+    **translate_configs.TRANSLATIONS,
+    **translate_groups.TRANSLATIONS,
+}
 VERSIONS = [
     (api_key, version)
     for api_key, t in sorted(TRANSLATIONS.items())
@@ -250,6 +254,35 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "include_synonyms": True,
         "include_documentation": True,
     },
+    ApiKey.ALTER_CONFIGS: {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "retention.ms", "value": "5"}, {"name": "x", "value": None}],
+            },
+            {"resource_type": 4, "resource_name": "", "configs": []},
+        ],
+        "validate_only": True,
+    },
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [
+                    {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+                    {"name": "retention.ms", "config_operation": 1, "value": None},
+                ],
+            },
+            {
+                "resource_type": 4,
+                "resource_name": "1",
+                "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "9"}],
+            },
+        ],
+        "validate_only": False,
+    },
 }
 
 
@@ -415,7 +448,47 @@ def expected_native(api_key: int, version: int) -> Any:
                 m.DescribeConfigsResource(
                     resource_type=4, resource_name="1", configuration_keys=[]
                 ),
-            ]
+            ],
+            include_synonyms=True,
+            include_documentation=since(3, True, False),
+        )
+    if api_key == ApiKey.ALTER_CONFIGS:
+        return m.AlterConfigsRequest(
+            resources=[
+                m.AlterConfigsRequestResource(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[
+                        m.AlterConfigsRequestConfig(name="retention.ms", value="5"),
+                        m.AlterConfigsRequestConfig(name="x", value=None),
+                    ],
+                ),
+                m.AlterConfigsRequestResource(resource_type=4, resource_name="", configs=[]),
+            ],
+            validate_only=True,
+        )
+    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        return m.IncrementalAlterConfigsRequest(
+            resources=[
+                m.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[
+                        m.AlterableConfig(
+                            name="cleanup.policy", config_operation=2, value="compact"
+                        ),
+                        m.AlterableConfig(name="retention.ms", config_operation=1, value=None),
+                    ],
+                ),
+                m.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=[
+                        m.AlterableConfig(name="log.retention.ms", config_operation=0, value="9")
+                    ],
+                ),
+            ],
+            validate_only=False,
         )
     raise AssertionError(api_key)
 
@@ -628,22 +701,81 @@ NATIVE_RESPONSES: dict[int, Any] = {
                 resource_name="t",
                 configs=[
                     m.DescribeConfigsResult(
-                        name="retention.ms", value="1000", read_only=False, is_default=False
+                        name="retention.ms",
+                        value="1000",
+                        read_only=False,
+                        is_default=False,
+                        config_source=1,
+                        synonyms=[
+                            m.DescribeConfigsSynonym(name="retention.ms", value="1000", source=1),
+                            m.DescribeConfigsSynonym(
+                                name="log.retention.ms", value="5000", source=3
+                            ),
+                        ],
+                        config_type=5,
                     ),
                     m.DescribeConfigsResult(
-                        name="segment.bytes", value="1073741824", read_only=False, is_default=True
+                        name="segment.bytes",
+                        value="1073741824",
+                        read_only=False,
+                        is_default=True,
+                        config_source=5,
+                        synonyms=[
+                            m.DescribeConfigsSynonym(
+                                name="log.segment.bytes", value="1073741824", source=5
+                            )
+                        ],
+                        config_type=3,
                     ),
                     m.DescribeConfigsResult(
-                        name="cleanup.policy", value="delete", read_only=False, is_default=True
+                        name="cleanup.policy",
+                        value="delete",
+                        read_only=False,
+                        is_default=False,
+                        config_source=4,
+                        synonyms=[
+                            m.DescribeConfigsSynonym(
+                                name="log.cleanup.policy", value="delete", source=4
+                            )
+                        ],
+                        config_type=7,
                     ),
                 ],
             ),
             m.DescribeConfigsResponseResource(
                 error_code=ErrorCode.INVALID_REQUEST,
-                error_message="only topic configs",
+                error_message="Unexpected broker id, expected 2 or empty string, but received 1",
                 resource_type=4,
                 resource_name="1",
                 configs=[],
+            ),
+        ],
+    ),
+    ApiKey.ALTER_CONFIGS: m.AlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            m.AlterConfigsResourceResponse(
+                error_code=0, error_message=None, resource_type=2, resource_name="t"
+            ),
+            m.AlterConfigsResourceResponse(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Cannot update these configs dynamically: num.partitions",
+                resource_type=4,
+                resource_name="",
+            ),
+        ],
+    ),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: m.IncrementalAlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            m.AlterConfigsResourceResponse(
+                error_code=ErrorCode.INVALID_CONFIG,
+                error_message="unknown topic config 'x'",
+                resource_type=2,
+                resource_name="t",
+            ),
+            m.AlterConfigsResourceResponse(
+                error_code=0, error_message=None, resource_type=4, resource_name="1"
             ),
         ],
     ),
@@ -782,23 +914,34 @@ def check_response(api_key: int, version: int, r: Any) -> None:
         ]
     elif api_key == ApiKey.DESCRIBE_CONFIGS:
         topic, broker = r.results
-        assert (broker.error_code, broker.error_message, broker.resource_type) == (
+        assert (broker.error_code, broker.resource_type, broker.resource_name) == (
             ErrorCode.INVALID_REQUEST,
-            "only topic configs",
             4,
+            "1",
         )
+        assert broker.error_message.startswith("Unexpected broker id")
         assert (topic.error_code, topic.resource_type, topic.resource_name) == (0, 2, "t")
         got = {
             c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
             for c in topic.configs
         }
         assert got == {
-            "retention.ms": ("1000", 1, [("retention.ms", "1000", 1)]),
+            "retention.ms": (
+                "1000",
+                1,
+                [("retention.ms", "1000", 1), ("log.retention.ms", "5000", 3)],
+            ),
             "segment.bytes": ("1073741824", 5, [("log.segment.bytes", "1073741824", 5)]),
-            "cleanup.policy": ("delete", 5, [("log.cleanup.policy", "delete", 5)]),
+            "cleanup.policy": ("delete", 4, [("log.cleanup.policy", "delete", 4)]),
         }
         if since(3):
             assert [c.config_type for c in topic.configs] == [5, 3, 7]  # LONG, INT, LIST
+    elif api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        got = [(x.resource_type, x.resource_name, x.error_code) for x in r.responses]
+        if api_key == ApiKey.ALTER_CONFIGS:
+            assert got == [(2, "t", 0), (4, "", ErrorCode.INVALID_REQUEST)]
+        else:
+            assert got == [(2, "t", ErrorCode.INVALID_CONFIG), (4, "1", 0)]
     else:
         raise AssertionError(api_key)
 
@@ -870,6 +1013,8 @@ ERROR_ITEMS = {
     ApiKey.CREATE_TOPICS: 3,
     ApiKey.DELETE_TOPICS: 2,
     ApiKey.DESCRIBE_CONFIGS: 3,
+    ApiKey.ALTER_CONFIGS: 2,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.CREATE_PARTITIONS: 2,
 }
@@ -944,12 +1089,6 @@ def test_describe_configs_key_lists():
     )
     (resource,) = to_native(ApiKey.DESCRIBE_CONFIGS, 1, request).resources
     assert resource.configuration_keys == []  # empty and null both mean every key
-
-
-def test_topic_config_table_covers_every_topic_config():
-    from broker.core.log.config import TOPIC_CONFIG_NAMES
-
-    assert set(translate_admin.TOPIC_CONFIGS) == set(TOPIC_CONFIG_NAMES)
 
 
 def test_build_keeps_only_the_fields_a_version_has():
@@ -1044,6 +1183,60 @@ async def test_kafka_python_admin_creates_describes_and_deletes_topics():
         assert configs["segment.bytes"]["value"] == "1073741824"
     assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
     assert configs["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
+
+
+async def test_kafka_python_admin_describes_and_alters_topic_and_broker_configs():
+    """kafka-python 3's admin: incremental and legacy AlterConfigs of a topic and a broker
+    (it checks the keys against a 'dynamic' DescribeConfigs first), and DescribeConfigs
+    of both, the broker's sent to that broker."""
+    kafka_admin = pytest.importorskip("kafka.admin")
+
+    async with kafka_cluster(2, topics={"kc": 1}) as cluster:
+        bootstrap = kafka_bootstrap(cluster)
+
+        def alter_and_describe() -> dict[str, Any]:
+            admin = kafka_admin.KafkaAdminClient(
+                bootstrap_servers=bootstrap, client_id="kp-configs", request_timeout_ms=20_000
+            )
+            Resource = kafka_admin.ConfigResource
+            try:
+                out: dict[str, Any] = {}
+                out["incremental"] = admin.alter_configs(
+                    [
+                        Resource("TOPIC", "kc", configs={"retention.ms": "5000"}),
+                        Resource("BROKER", "2", configs={"log.retention.bytes": "777777"}),
+                    ],
+                    incremental=True,
+                )
+                out["legacy"] = admin.alter_configs(
+                    [Resource("TOPIC", "kc", configs={"segment.ms": "60000"})], incremental=False
+                )
+                out["configs"] = admin.describe_configs(
+                    [Resource("TOPIC", "kc"), Resource("BROKER", "2")],
+                    include_synonyms=True,
+                    config_filter="all",
+                )
+                out["dynamic"] = admin.describe_configs(
+                    [Resource("BROKER", "2")], config_filter="dynamic"
+                )
+                return out
+            finally:
+                admin.close()
+
+        out = await in_thread(alter_and_describe)
+    assert out["incremental"] == {"topic": {"kc": "OK"}, "broker": {"2": "OK"}}
+    assert out["legacy"] == {"topic": {"kc": "OK"}}
+    topic = out["configs"]["topic"]["kc"]
+    # kafka-python keeps the other overrides when it falls back to the legacy API.
+    assert topic["retention.ms"]["value"] == "5000"
+    assert topic["segment.ms"]["value"] == "60000"
+    assert topic["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    broker = out["configs"]["broker"]["2"]
+    assert broker["log.retention.bytes"]["value"] == "777777"
+    assert broker["log.retention.bytes"]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    assert broker["broker.id"]["value"] == "2"
+    dynamic = out["dynamic"]["broker"]["2"]
+    assert "log.retention.ms" in dynamic and "broker.id" not in dynamic
 
 
 async def test_kafka_python_consumer_group_joins_commits_and_is_seen_natively():

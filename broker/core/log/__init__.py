@@ -25,7 +25,8 @@ Modules:
 - `producer_state.py`: idempotent producers' state on one partition, a plain value;
 - `producer_snapshots.py`: its `<offset>.snapshot` files;
 - `checkpoint.py`: the checkpoint files in Kafka's text format, written atomically;
-- `config.py`: per-topic log configuration under Kafka's names; `errors.py`: the
+- `config.py`: per-topic log configuration under Kafka's names; `config_defs.py`: every
+  Kafka 2.8 topic config's type, validation and broker synonym; `errors.py`: the
   store's exceptions;
 - `manager.py`: `LogManager`, every log of one log directory, its lock and checkpoints;
 - `cleaner_manager.py` (which log and range to compact next), `cleaner.py` (compacting

@@ -14,7 +14,9 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "CorruptRecordError",
+    "InvalidConfigError",
     "InvalidRecordError",
+    "InvalidTimestampError",
     "KeylessRecordError",
     "LogDirLockedError",
     "LogError",
@@ -41,12 +43,23 @@ class UnexpectedAppendOffsetError(LogError):
     """A follower append does not continue the log (its first offset is below the LEO)."""
 
 
+class InvalidTimestampError(LogError):
+    """A record's timestamp is too far from the broker's clock
+    (message.timestamp.difference.max.ms): Kafka's INVALID_TIMESTAMP."""
+
+
 class CheckpointError(LogError):
     """A checkpoint file is malformed; the message names the file and the line."""
 
 
 class ConfigError(LogError, ValueError):
     """An unknown topic config name or a bad value; the message says which and why."""
+
+
+class InvalidConfigError(ConfigError):
+    """A config Kafka refuses as a whole (INVALID_CONFIG on AlterConfigs): an unknown
+    name, or values that conflict; a plain `ConfigError` is one bad value (Kafka's
+    ConfigException, INVALID_REQUEST there)."""
 
 
 class KeylessRecordError(InvalidRecordError):

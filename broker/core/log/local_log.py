@@ -11,7 +11,13 @@ decides what to append, truncate or delete, and calls it to change the list:
   ones, crash-safely through `swap.py`); each notes in `dir_dirty` that the directory's
   entries changed, so the next flush fsyncs the directory (`flush.py`).
 - `should_roll` is Kafka's shouldRoll: the active segment is full by bytes, old by
-  `segment.ms`, has a full index, or cannot index the new offsets (32-bit relative).
+  `segment.ms` (less the segment's random jitter, drawn below `segment.jitter.ms` when
+  it is added, so that many partitions do not roll at once), has a full index, or
+  cannot index the new offsets (32-bit relative).
+- Retention's deletions (`delete_oldest`) are Kafka's asynchronous ones: the segment's
+  files are renamed `.deleted` at once and removed `file.delete.delay.ms` later
+  (`delete_due_files`, which the broker calls every second; a restart removes what is
+  left, `loader.py`). Truncation and the cleaner's replacements delete at once.
 - Reads find the segment by bisecting `bases`, the batch by the segment's sparse index
   plus a short header scan, and return whole batches from one segment (as Kafka),
   bounded by `max_bytes` (but at least one batch) and by `upper_bound` (HW or LEO).
@@ -21,15 +27,16 @@ from __future__ import annotations
 
 import bisect
 import logging
+import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypedDict
 
 from broker.core.log.config import INT_MAX, LogConfig
 from broker.core.log.errors import LogError, OffsetOutOfRangeError
 from broker.core.log.segment import LogSegment
-from broker.core.log.swap import FileOps, replace_segment_files
+from broker.core.log.swap import DELETED_SUFFIX, FileOps, replace_segment_files
 from client.protocol.records import NO_TIMESTAMP
 from client.protocol.types import TopicPartition
 
@@ -105,6 +112,13 @@ class SegmentArgs(TypedDict):
     now_ms: int
 
 
+_RANDOM = random.Random()
+
+
+def _random_int() -> int:
+    return _RANDOM.getrandbits(31)
+
+
 class LocalLog:
     """One partition directory's segments; `Log` (log.py) is its only user."""
 
@@ -115,6 +129,10 @@ class LocalLog:
         self.segments: list[LogSegment] = []
         self.bases: list[int] = []
         self.dir_dirty = False  # entries added or removed since the last directory fsync
+        # Segment files renamed .deleted by retention: (when to remove them, their paths).
+        self.pending_deletes: list[tuple[int, list[Path]]] = []
+        # Where segment roll jitter comes from (tests give a fixed source).
+        self.random_int: Callable[[], int] = _random_int
 
     # ================================================================== the list
 
@@ -147,6 +165,7 @@ class LocalLog:
         }
 
     def add_segment(self, segment: LogSegment) -> None:
+        segment.roll_jitter_ms = self.config.random_segment_jitter(self.random_int)
         self.segments.append(segment)
         self.bases.append(segment.base_offset)
         self.dir_dirty = True
@@ -157,8 +176,11 @@ class LocalLog:
         self.add_segment(segment)
         return segment
 
-    def remove_segments(self, count: int, *, from_start: bool = False) -> None:
-        """Delete `count` segments from the end (or the start) of the list."""
+    def remove_segments(
+        self, count: int, *, from_start: bool = False, now_ms: int | None = None
+    ) -> None:
+        """Delete `count` segments from the end (or the start) of the list; with `now_ms`
+        and a `file.delete.delay.ms`, their files are renamed `.deleted` and go later."""
         if count <= 0:
             return
         if from_start:
@@ -169,11 +191,29 @@ class LocalLog:
             doomed = self.segments[-count:]
             del self.segments[-count:]
             del self.bases[-count:]
+        delay = self.config.file_delete_delay_ms
         for segment in doomed:
-            segment.delete()
+            if now_ms is None or delay == 0:
+                segment.delete()
+                continue
+            segment.change_file_suffix("", DELETED_SUFFIX)
+            segment.release()
+            self.pending_deletes.append((now_ms + delay, segment.file_paths()))
         self.dir_dirty = True
 
-    def delete_oldest(self, count: int, why: str) -> None:
+    def delete_due_files(self, now_ms: int) -> int:
+        """Remove the `.deleted` files whose delay has passed; how many segments went."""
+        due = [paths for when, paths in self.pending_deletes if when <= now_ms]
+        if not due:
+            return 0
+        self.pending_deletes = [(w, p) for w, p in self.pending_deletes if w > now_ms]
+        for paths in due:
+            for path in paths:
+                path.unlink(missing_ok=True)
+        self.dir_dirty = True
+        return len(due)
+
+    def delete_oldest(self, count: int, why: str, now_ms: int | None = None) -> None:
         """Retention's deletion of the `count` oldest segments (never the active one)."""
         logger.info(
             "Log %s: deleting %d segment(s) from offset %d by %s",
@@ -182,7 +222,7 @@ class LocalLog:
             self.segments[0].base_offset,
             why,
         )
-        self.remove_segments(count, from_start=True)
+        self.remove_segments(count, from_start=True, now_ms=now_ms)
 
     def should_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
         """Whether to roll before an append of `size` bytes (Kafka's shouldRoll): full by
@@ -194,7 +234,8 @@ class LocalLog:
             active.size > 0
             and (
                 active.size > config.segment_bytes - size
-                or active.time_waited_for_roll(now_ms, max_timestamp) > config.segment_ms
+                or active.time_waited_for_roll(now_ms, max_timestamp)
+                > config.max_segment_ms - active.roll_jitter_ms
             )
         ) or (
             active.offset_index.is_full

@@ -11,7 +11,9 @@ How it works:
 - Appends go to the active segment. The leader path validates every batch (header and
   CRC, no record decoding), stamps offsets from the log end offset (LEO) and its leader
   epoch into the headers (a fresh 61-byte header before each untouched body, in
-  `validator.py`, Kafka's LogValidator), rolls a
+  `validator.py`, Kafka's LogValidator; with `compression.type` set to a codec, batches
+  in another one are recompressed first, and CreateTime records too far from the clock
+  are refused by `message.timestamp.difference.max.ms`), rolls a
   new segment first when the active one is due (`LocalLog.should_roll`), writes, and
   records a new epoch in the leader-epoch cache. The follower path keeps the leader's
   offsets and epochs. With `cleanup.policy` compact, the leader refuses records without
@@ -44,7 +46,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from broker.core.log.config import LogConfig
+from broker.core.log.config import LONG_MAX, LogConfig
 from broker.core.log.errors import LogError, OffsetOutOfRangeError
 from broker.core.log.flush import LogFlusher, PendingFlush
 from broker.core.log.leader_epoch import LeaderEpochCache
@@ -83,8 +85,10 @@ from broker.core.log.validator import (
     append_info,
     assign_offsets,
     check_keys,
+    check_timestamps,
     duplicate_info,
     follower_placements,
+    recompress,
 )
 from client.protocol.records import NO_TIMESTAMP, BatchHeader, validate_batches
 from client.protocol.types import TopicPartition
@@ -235,6 +239,13 @@ class Log:
         if config.compact_enabled:
             check_keys(self._tp, records, headers)
         append_time = now_ms if config.log_append_time else None
+        if append_time is None and config.message_timestamp_difference_max_ms < LONG_MAX:
+            check_timestamps(
+                self._tp, records, headers, now_ms, config.message_timestamp_difference_max_ms
+            )
+        codec = config.recompression_codec
+        if codec is not None:  # compression.type: the topic's codec, whatever was sent
+            records, headers = recompress(records, headers, codec)
         first_offset = self._local.segments[-1].next_offset
         buffers, placements, size = assign_offsets(
             self._tp,
@@ -458,10 +469,14 @@ class Log:
             return 0
         if count == len(local.segments):
             self.roll(now_ms)
-        local.delete_oldest(count, why)
+        local.delete_oldest(count, why, now_ms)
         self._advance_log_start_offset(local.segments[0].base_offset)
         self._snapshots.delete_below(self._log_start_offset)
         return count
+
+    def delete_due_files(self, now_ms: int) -> int:
+        """Remove deleted segments' files whose `file.delete.delay.ms` has passed."""
+        return self._local.delete_due_files(now_ms)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up to `offset` (a follower copying its leader's,

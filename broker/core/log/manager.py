@@ -315,6 +315,10 @@ class LogManager:
             self.checkpoint_log_start_offsets()
         return deleted
 
+    def delete_due_files(self, now_ms: int) -> int:
+        """Remove the `.deleted` segment files of every log whose delay has passed."""
+        return sum(log.delete_due_files(now_ms) for log in self._logs.values())
+
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs due by `flush.ms` and logs with rolled, unflushed segments."""
         return sum(1 for log in self._logs.values() if log.maybe_flush(now_ms))

@@ -107,6 +107,9 @@ class LogSegment:
         self.time_index = time_index
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
+        # Subtracted from segment.ms when deciding to roll (segment.jitter.ms); set by
+        # the log that adds the segment.
+        self.roll_jitter_ms = 0
         self._file = open(self.log_path, "a+b", buffering=0)  # closed by close()/delete()
         self._fd = self._file.fileno()
         self.size = os.fstat(self._fd).st_size

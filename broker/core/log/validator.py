@@ -10,7 +10,15 @@ How it works: `Log`'s append paths call these once per append, after
   append time when the topic uses LogAppendTime) followed by its untouched body, so the
   caller's buffer is not modified; and the `BatchPlacement`s the segment indexes.
 - `check_keys` (leader, compacted topics only): a record without a key is refused
-  (`KeylessRecordError`); the one check that decodes records.
+  (`KeylessRecordError`); with `check_timestamps` (CreateTime topics that set
+  `message.timestamp.difference.max.ms`: a record whose timestamp is further than that
+  from the broker's clock fails the append with `InvalidTimestampError`), the checks
+  that decode records.
+- `recompress` (leader, topics whose `compression.type` is a codec rather than
+  `producer`): each batch in another codec is decompressed and compressed again with the
+  topic's, in a new batch with the same header fields (producer id, epoch, sequence,
+  offsets span, timestamps), so idempotent producers' state is unchanged; either
+  payload format (the codec covers the whole records section of both).
 - `follower_placements` (follower): the leader's offsets are kept, and must go forward
   from the log end offset (`UnexpectedAppendOffsetError`, `InvalidRecordError`).
 - `append_info`: the `LogAppendInfo` an append answers with; `duplicate_info` when an
@@ -24,6 +32,7 @@ from typing import NamedTuple
 
 from broker.core.log.errors import (
     InvalidRecordError,
+    InvalidTimestampError,
     KeylessRecordError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
@@ -35,9 +44,14 @@ from client.protocol.records import (
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
+    iter_batches,
+    pack_batch,
+    record_entries,
     record_keys,
     stamped_header,
 )
+from client.protocol.records.compression import COMPRESS, decompress
+from client.protocol.records.header import CODEC_MASK, Codec
 from client.protocol.types import TopicPartition
 
 __all__ = [
@@ -45,9 +59,20 @@ __all__ = [
     "append_info",
     "assign_offsets",
     "check_keys",
+    "check_timestamps",
     "duplicate_info",
     "follower_placements",
+    "recompress",
 ]
+
+# compression.type's codec names (Kafka's BrokerCompressionCodec).
+CODECS = {
+    "uncompressed": Codec.NONE,
+    "gzip": Codec.GZIP,
+    "snappy": Codec.SNAPPY,
+    "lz4": Codec.LZ4,
+    "zstd": Codec.ZSTD,
+}
 
 Records = bytes | bytearray | memoryview
 
@@ -119,6 +144,75 @@ def check_keys(tp: TopicPartition, records: Records, headers: Sequence[BatchHead
                     f"(record {offset - header[0]} of a batch)"
                 )
         position += size
+
+
+def check_timestamps(
+    tp: TopicPartition,
+    records: Records,
+    headers: Sequence[BatchHeader],
+    now_ms: int,
+    max_difference_ms: int,
+) -> None:
+    """InvalidTimestampError if a record's CreateTime is more than `max_difference_ms`
+    from `now_ms` (Kafka's LogValidator.validateTimestamp); records without a timestamp
+    (-1) pass. Decodes the records."""
+    view = memoryview(records)
+    position = 0
+    for header in headers:
+        size = LOG_OVERHEAD + header[1]
+        base = header.base_timestamp
+        try:
+            entries = record_entries(view[position : position + size], header)
+        except (TypeError, IndexError, ValueError) as exc:
+            raise InvalidRecordError(f"{tp}: malformed record: {exc}") from exc
+        for entry in entries:
+            timestamp = base + entry[1]
+            if timestamp != NO_TIMESTAMP and abs(timestamp - now_ms) > max_difference_ms:
+                raise InvalidTimestampError(
+                    f"{tp}: timestamp {timestamp} of the record at offset delta {entry[0]} "
+                    f"is out of range: it should be within [{now_ms - max_difference_ms}, "
+                    f"{now_ms + max_difference_ms}] (message.timestamp.difference.max.ms "
+                    f"{max_difference_ms})"
+                )
+        position += size
+
+
+def recompress(
+    records: Records, headers: Sequence[BatchHeader], codec_name: str
+) -> tuple[Records, list[BatchHeader]]:
+    """`records` with every batch in the codec `codec_name` (compression.type), and their
+    headers. Batches already in it are kept as they are; if all are, nothing is copied."""
+    target = int(CODECS[codec_name])
+    if all(header.attributes & CODEC_MASK == target for header in headers):
+        return records, list(headers)
+    view = memoryview(records)
+    parts: list[bytes | memoryview] = []
+    position = 0
+    for header in headers:
+        size = LOG_OVERHEAD + header[1]
+        batch = view[position : position + size]
+        if header.attributes & CODEC_MASK == target:
+            parts.append(batch)
+        else:
+            payload = decompress(batch, header)
+            parts.append(
+                pack_batch(
+                    COMPRESS[target](payload),
+                    base_offset=header.base_offset,
+                    leader_epoch=header.partition_leader_epoch,
+                    attributes=(header.attributes & ~CODEC_MASK) | target,
+                    last_offset_delta=header.last_offset_delta,
+                    base_timestamp=header.base_timestamp,
+                    max_timestamp=header.max_timestamp,
+                    producer_id=header.producer_id,
+                    producer_epoch=header.producer_epoch,
+                    base_sequence=header.base_sequence,
+                    records_count=header.records_count,
+                )
+            )
+        position += size
+    out = b"".join(parts)
+    return out, [header for _, header in iter_batches(out)]
 
 
 def follower_placements(

@@ -12,7 +12,7 @@ The modules, one per family of APIs (each section headed with the API's name and
 - `metadata.py`: ApiVersions (the handshake) and Metadata;
 - `data.py`: the data plane: Produce, Fetch, ListOffsets, InitProducerId;
 - `topics.py`: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
-  DescribeConfigs, IncrementalAlterConfigs;
+  DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
 - `replicas.py`: OffsetForLeaderEpoch, ElectLeaders, the partition reassignments,
   DescribeLogDirs and VerifyLogDirs (Tributary's own);
 - `groups.py`: the consumer group APIs, FindCoordinator to DeleteGroups;
@@ -173,12 +173,24 @@ from client.protocol.messages.replicas import (
 )
 from client.protocol.messages.topics import (
     BROKER_RESOURCE,
+    CONFIG_APPEND,
     CONFIG_DELETE,
     CONFIG_SET,
+    CONFIG_SUBTRACT,
+    SOURCE_DEFAULT_CONFIG,
+    SOURCE_DYNAMIC_BROKER_CONFIG,
+    SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
+    SOURCE_DYNAMIC_TOPIC_CONFIG,
+    SOURCE_STATIC_BROKER_CONFIG,
+    SOURCE_UNKNOWN,
     TOPIC_RESOURCE,
     AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsRequestConfig,
+    AlterConfigsRequestResource,
     AlterConfigsResource,
     AlterConfigsResourceResponse,
+    AlterConfigsResponse,
     CreatePartitionsAssignment,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -205,11 +217,25 @@ from client.protocol.messages.topics import (
     DescribeConfigsResponse,
     DescribeConfigsResponseResource,
     DescribeConfigsResult,
+    DescribeConfigsSynonym,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
 
 __all__ = [
+    "CONFIG_APPEND",
+    "CONFIG_SUBTRACT",
+    "SOURCE_DEFAULT_CONFIG",
+    "SOURCE_DYNAMIC_BROKER_CONFIG",
+    "SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "SOURCE_DYNAMIC_TOPIC_CONFIG",
+    "SOURCE_STATIC_BROKER_CONFIG",
+    "SOURCE_UNKNOWN",
+    "AlterConfigsRequest",
+    "AlterConfigsRequestConfig",
+    "AlterConfigsRequestResource",
+    "AlterConfigsResponse",
+    "DescribeConfigsSynonym",
     "AlterConfigsResource",
     "AlterConfigsResourceResponse",
     "AlterPartitionReassignmentsPartition",

@@ -77,6 +77,8 @@ from client.protocol.messages.replicas import (
     VerifyLogDirsResponse,
 )
 from client.protocol.messages.topics import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -119,6 +121,7 @@ REGISTRY = ApiRegistry(
         (ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         (ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
+        (ApiKey.ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse),
         (ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse),
         (ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
         (

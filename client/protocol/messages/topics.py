@@ -1,11 +1,14 @@
 """Topics and their records and configs: CreateTopics, DeleteTopics, CreatePartitions,
-DeleteRecords, DescribeConfigs and IncrementalAlterConfigs.
+DeleteRecords, DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
 How it works: messages declared with `schema.struct` (the conventions are in the package
 docstring). The admin client sends the topic changes to any broker (which writes
 ZooKeeper, as Kafka 2.x's brokers did) and DeleteRecords to each partition's leader.
-Configs are addressed by resource type (`TOPIC_RESOURCE`, `BROKER_RESOURCE`) and altered
-with `CONFIG_SET` / `CONFIG_DELETE` operations.
+Configs are addressed by resource type (`TOPIC_RESOURCE`, `BROKER_RESOURCE`: a broker id,
+or "" for the cluster-wide default) and described with their source (`SOURCE_*`, Kafka's
+ConfigSource), synonyms and type (Kafka's ConfigType ids); AlterConfigs replaces a
+resource's dynamic configs, IncrementalAlterConfigs applies `CONFIG_SET`,
+`CONFIG_DELETE`, `CONFIG_APPEND` and `CONFIG_SUBTRACT` operations.
 """
 
 from __future__ import annotations
@@ -192,6 +195,24 @@ class DescribeConfigsResource:
 @struct
 class DescribeConfigsRequest:
     resources: list[DescribeConfigsResource]
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
+# Where a value comes from (Kafka's DescribeConfigsResponse.ConfigSource).
+SOURCE_UNKNOWN = 0
+SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+
+@struct
+class DescribeConfigsSynonym:
+    name: str
+    value: str | None
+    source: int
 
 
 @struct
@@ -201,6 +222,11 @@ class DescribeConfigsResult:
     read_only: bool
     is_default: bool
     is_sensitive: bool = False
+    config_source: int = SOURCE_UNKNOWN
+    # Every layer that sets it, highest precedence first (only when include_synonyms).
+    synonyms: list[DescribeConfigsSynonym] = empty_list()
+    config_type: int = 0  # Kafka's ConfigType id: 1 boolean, 2 string, 3 int, 5 long...
+    documentation: str | None = None
 
 
 @struct
@@ -218,11 +244,36 @@ class DescribeConfigsResponse:
     results: list[DescribeConfigsResponseResource]
 
 
+# --- AlterConfigs (33): a resource's dynamic configs replaced as a whole ------------------
+
+
+@struct
+class AlterConfigsRequestConfig:
+    name: str
+    value: str | None
+
+
+@struct
+class AlterConfigsRequestResource:
+    resource_type: int
+    resource_name: str
+    configs: list[AlterConfigsRequestConfig]
+
+
+@struct
+class AlterConfigsRequest:
+    resources: list[AlterConfigsRequestResource]
+    validate_only: bool = False
+
+
 # --- IncrementalAlterConfigs (44) -----------------------------------------------------------
 
-# config_operation values (Kafka's AlterConfigOp.OpType; APPEND and SUBTRACT not served).
+# config_operation values (Kafka's AlterConfigOp.OpType); APPEND and SUBTRACT are for
+# list configs only.
 CONFIG_SET = 0
 CONFIG_DELETE = 1
+CONFIG_APPEND = 2
+CONFIG_SUBTRACT = 3
 
 
 @struct
@@ -255,5 +306,11 @@ class AlterConfigsResourceResponse:
 
 @struct
 class IncrementalAlterConfigsResponse:
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
+
+
+@struct
+class AlterConfigsResponse:
     throttle_time_ms: int
     responses: list[AlterConfigsResourceResponse]

@@ -26,7 +26,7 @@ def plant(module) -> None:
     """Patch `module.TopicConfigs` so every config it holds has min.insync.replicas=1."""
     log = logging.getLogger(TARGET)
     cls = module.TopicConfigs
-    original_init, original_set = cls.__init__, cls.set
+    original_init, original_set, original_default = cls.__init__, cls.set, cls.set_default
 
     def skip_min_isr(config):
         log.warning(WARNING)
@@ -35,10 +35,13 @@ def plant(module) -> None:
     def __init__(self, gateway, default, *args, **kwargs):
         original_init(self, gateway, skip_min_isr(default), *args, **kwargs)
 
-    def set(self, topic, config):
-        original_set(self, topic, skip_min_isr(config))
+    def set(self, topic, config, *args, **kwargs):
+        original_set(self, topic, skip_min_isr(config), *args, **kwargs)
 
-    cls.__init__, cls.set = __init__, set
+    def set_default(self, default):
+        original_default(self, skip_min_isr(default))
+
+    cls.__init__, cls.set, cls.set_default = __init__, set, set_default
 
 
 class PlantOnImport(importlib.abc.MetaPathFinder):
