@@ -1,10 +1,11 @@
 """Request handlers for the group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and
+OffsetDelete.
 
 How it works: each handler turns a message into one call on the sans-IO
 `GroupCoordinator` (through `GroupService`) before any `await`, and turns the answer
-back into a message. JoinGroup, SyncGroup, OffsetCommit and DeleteGroups may have to
-wait (for the other members, for the offsets partition's ISR), so they return a `Reply`
+back into a message. JoinGroup, SyncGroup, OffsetCommit, DeleteGroups and OffsetDelete
+may have to wait (for the other members, for the offsets partition's ISR), so they return a `Reply`
 the coordinator's callback fills. FindCoordinator is answered from the metadata cache
 on the listener the request came in on, creating `__consumer_offsets` on first use.
 The client's host (DescribeGroups shows it) comes from the connection.
@@ -59,6 +60,7 @@ GROUP_APIS = frozenset(
         ApiKey.LIST_GROUPS,
         ApiKey.DESCRIBE_GROUPS,
         ApiKey.DELETE_GROUPS,
+        ApiKey.OFFSET_DELETE,
     }
 )
 
@@ -88,6 +90,7 @@ class GroupHandlers:
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
+            ApiKey.OFFSET_DELETE: self.offset_delete,
         }
 
     async def handle(self, header: RequestHeader, request: Any, listener: str | None) -> Any:
@@ -308,6 +311,33 @@ class GroupHandlers:
 
         self.coordinator.delete_groups(list(request.groups_names), self.now_ms(), respond)
         return reply
+
+    def offset_delete(self, request: m.OffsetDeleteRequest) -> Reply:
+        """OffsetDelete (KIP-496): the group's committed offsets of these partitions."""
+        reply = Reply()
+        partitions = [(t.name, p) for t in request.topics for p in t.partitions]
+        self.coordinator.delete_offsets(
+            request.group_id,
+            partitions,
+            self.now_ms(),
+            lambda code, results: reply.set(_offset_delete_response(code, results)),
+        )
+        return reply
+
+
+def _offset_delete_response(
+    code: ErrorCode, results: dict[tuple[str, int], ErrorCode]
+) -> m.OffsetDeleteResponse:
+    by_topic: dict[str, list[m.OffsetDeleteResponsePartition]] = {}
+    for (topic, partition), result in results.items():
+        by_topic.setdefault(topic, []).append(
+            m.OffsetDeleteResponsePartition(partition_index=partition, error_code=result)
+        )
+    return m.OffsetDeleteResponse(
+        error_code=code,
+        throttle_time_ms=0,
+        topics=[m.OffsetDeleteResponseTopic(name=t, partitions=p) for t, p in by_topic.items()],
+    )
 
 
 def _commit_response(results: dict[tuple[str, int], ErrorCode]) -> m.OffsetCommitResponse:

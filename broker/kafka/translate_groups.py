@@ -31,6 +31,8 @@ where a newer version promises something the native side does not do):
   does not list; v8 batches several groups in one request (KIP-709), one native request
   per group; v9 is KIP-848's member epoch. v7's require_stable holds trivially (no
   transactions, so no pending offsets).
+- OffsetDelete 0 (KIP-496): one to one; a group-level error answers no partition, as
+  Kafka's does.
 - ListGroups 0-5: v5's types_filter keeps only "classic" groups (all ours are).
 - DescribeGroups 0-6: authorized_operations is left "not provided"; v6 (KIP-1043) answers
   an unknown group with GROUP_ID_NOT_FOUND where older versions get a Dead group.
@@ -595,6 +597,42 @@ def delete_groups_error(request: Any, version: int, code: int) -> Any:
     )
 
 
+# --- OffsetDelete (47) ----------------------------------------------------------------------
+
+
+def offset_delete_to_native(request: Any, header: KafkaHeader) -> m.OffsetDeleteRequest:
+    return m.OffsetDeleteRequest(
+        group_id=request.group_id,
+        topics=[
+            m.OffsetDeleteTopic(name=t.name, partitions=[p.partition_index for p in t.partitions])
+            for t in request.topics
+        ],
+    )
+
+
+def offset_delete_from_native(response: m.OffsetDeleteResponse, version: int) -> Any:
+    return _response(
+        ApiKey.OFFSET_DELETE,
+        version,
+        error_code=response.error_code,
+        throttle_time=response.throttle_time_ms,
+        topics=[
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": p.error_code}
+                    for p in t.partitions
+                ],
+            }
+            for t in response.topics
+        ],
+    )
+
+
+def offset_delete_error(request: Any, version: int, code: int) -> Any:
+    return _response(ApiKey.OFFSET_DELETE, version, error_code=code, topics=[])
+
+
 TRANSLATIONS: dict[int, Translation] = {
     int(t.api_key): t
     for t in [
@@ -638,6 +676,14 @@ TRANSLATIONS: dict[int, Translation] = {
             offset_fetch_to_native,
             offset_fetch_from_native,
             offset_fetch_error,
+        ),
+        Translation(
+            ApiKey.OFFSET_DELETE,
+            0,
+            0,
+            offset_delete_to_native,
+            offset_delete_from_native,
+            offset_delete_error,
         ),
         Translation(
             ApiKey.LIST_GROUPS,

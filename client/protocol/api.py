@@ -48,6 +48,7 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     DESCRIBE_PRODUCERS = 61
     # Tributary's own, outside Kafka's numbering: an on-demand scrub of a broker's logs.
     VERIFY_LOG_DIRS = 1017

@@ -208,6 +208,12 @@ class ErrorCode(IntEnum):
     )
     ELECTION_NOT_NEEDED = (84, True, "Leader election not needed for topic partition.")
     NO_REASSIGNMENT_IN_PROGRESS = (85, False, "No partition reassignment is in progress.")
+    GROUP_SUBSCRIBED_TO_TOPIC = (
+        86,
+        False,
+        "Deleting offsets of a topic is forbidden while the consumer group is actively "
+        "subscribed to it.",
+    )
     INVALID_RECORD = (
         87,
         False,

@@ -157,3 +157,41 @@ def test_kafka_python_describe_producers_shows_an_idempotent_producers_state(clu
     assert (active.producer_epoch, active.last_sequence) == (0, 9)  # ten records, one each
     assert active.last_timestamp > 0
     assert (active.coordinator_epoch, active.current_transaction_start_offset) == (-1, -1)
+
+
+def test_group_offsets_listed_by_librdkafka_and_deleted_by_kafka_python(
+    cluster, confluent_admin, python_admin
+):
+    """librdkafka lists a group's committed offsets (OffsetFetch v8, KIP-709's batched
+    form); kafka-python deletes some (OffsetDelete, KIP-496), refused for a topic a live
+    member subscribes to."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+    create_topic(cluster, "offsets", partitions=2, rf=3)
+    wait_until(lambda: partition_state(cluster, "offsets", 1), 20)
+    bootstrap = cluster.state.kafka_bootstrap_servers.split(",")
+    consumer = KafkaConsumer(
+        "offsets", bootstrap_servers=bootstrap, group_id="offsets-g", enable_auto_commit=False
+    )
+    wait_until(lambda: consumer.poll(200) is not None and consumer.assignment(), 60)
+    consumer.commit(
+        {
+            TopicPartition("offsets", 0): OffsetAndMetadata(7, "", -1),
+            TopicPartition("offsets", 1): OffsetAndMetadata(9, "", -1),
+        }
+    )
+
+    def listed() -> dict[int, int]:
+        request = [ConsumerGroupTopicPartitions("offsets-g")]
+        (future,) = confluent_admin.list_consumer_group_offsets(request).values()
+        return {tp.partition: tp.offset for tp in future.result(timeout=30).topic_partitions}
+
+    assert listed() == {0: 7, 1: 9}
+    first = TopicPartition("offsets", 0)
+    refused = python_admin.delete_group_offsets("offsets-g", [first])  # still subscribed
+    assert refused[first].__name__ == "GroupSubscribedToTopicError"
+    consumer.close()  # leaves the group: it is empty now
+    deleted = python_admin.delete_group_offsets("offsets-g", [first])
+    assert deleted[first].__name__ == "NoError"
+    assert listed() == {1: 9}

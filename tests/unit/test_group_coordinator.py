@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from broker.core.group import offsets_topic as ot
 from broker.core.group.coordinator import GroupConfig, GroupCoordinator, GroupLoader, JoinRequest
+from client.protocol.consumer_protocol import Subscription, encode_subscription
 from client.protocol.errors import ErrorCode
 
 CONFIG = GroupConfig(
@@ -241,6 +242,43 @@ def test_a_returning_static_leader_does_not_reassign_a_stable_group():
     assert new_client.skip_assignment and new_client.leader == new_client.member_id
     assert [x.member_id for x in new_client.members] == [new_client.member_id]
     assert h.state() == "Stable" and new_client.generation_id == joined.generation_id
+
+
+def test_offset_delete_spares_the_topics_a_live_consumer_group_subscribes_to():
+    """KIP-496: a member subscribing to "t" keeps t's offsets (GROUP_SUBSCRIBED_TO_TOPIC)
+    while u's go; once the group is empty everything may go, and with its last offset
+    the group itself; an unknown group is GROUP_ID_NOT_FOUND."""
+    h = Harness()
+    member = h.new_member()
+    [joined] = h.join(member, meta=encode_subscription(Subscription(["t"])))
+    h.sync(member, joined.generation_id, {member: b""})
+    generation = joined.generation_id
+    for topic in ("t", "u"):
+        answers: list = []
+        h.coordinator.commit_offsets(
+            "g",
+            generation,
+            member,
+            None,
+            {(topic, 0): ot.OffsetValue(5, commit_timestamp_ms=h.now)},
+            h.now,
+            answers.append,
+        )
+    answers = []
+    h.coordinator.delete_offsets("g", [("t", 0), ("u", 0)], h.now, lambda *a: answers.append(a))
+    assert answers == [
+        (ErrorCode.NONE, {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): ErrorCode.NONE})
+    ]
+    assert set(h.coordinator.groups["g"].offsets) == {("t", 0)}
+    h.advance(SESSION + 1)  # the member's session ends: the group is Empty
+    assert h.state() == "Empty"
+    answers.clear()
+    h.coordinator.delete_offsets("g", [("t", 0)], h.now, lambda *a: answers.append(a))
+    assert answers == [(ErrorCode.NONE, {("t", 0): ErrorCode.NONE})]
+    assert h.state() == "Dead"  # nothing left of it
+    answers.clear()
+    h.coordinator.delete_offsets("nope", [("t", 0)], h.now, lambda *a: answers.append(a))
+    assert answers == [(ErrorCode.GROUP_ID_NOT_FOUND, {})]
 
 
 def test_commits_are_checked_against_the_generation_and_membership():

@@ -187,6 +187,10 @@ REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.LIST_GROUPS: {"states_filter": ["Stable", "Empty"], "types_filter": ["classic"]},
     ApiKey.DESCRIBE_GROUPS: {"groups": ["g", "gone"], "include_authorized_operations": True},
     ApiKey.DELETE_GROUPS: {"groups_names": ["g", "h"]},
+    ApiKey.OFFSET_DELETE: {
+        "group_id": "g",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}],
+    },
     ApiKey.CREATE_TOPICS: {
         "topics": [
             {
@@ -380,6 +384,10 @@ def expected_native(api_key: int, version: int) -> Any:
         return m.DescribeGroupsRequest(groups=["g", "gone"])
     if api_key == ApiKey.DELETE_GROUPS:
         return m.DeleteGroupsRequest(groups_names=["g", "h"])
+    if api_key == ApiKey.OFFSET_DELETE:
+        return m.OffsetDeleteRequest(
+            group_id="g", topics=[m.OffsetDeleteTopic(name="t", partitions=[0, 1])]
+        )
     if api_key == ApiKey.CREATE_TOPICS:
         return m.CreateTopicsRequest(
             topics=[
@@ -496,6 +504,21 @@ def expected_native(api_key: int, version: int) -> Any:
 # --- native responses, and what each version must show of them ------------------------------
 
 NATIVE_RESPONSES: dict[int, Any] = {
+    ApiKey.OFFSET_DELETE: m.OffsetDeleteResponse(
+        error_code=0,
+        throttle_time_ms=0,
+        topics=[
+            m.OffsetDeleteResponseTopic(
+                name="t",
+                partitions=[
+                    m.OffsetDeleteResponsePartition(partition_index=0, error_code=0),
+                    m.OffsetDeleteResponsePartition(
+                        partition_index=1, error_code=ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                    ),
+                ],
+            )
+        ],
+    ),
     ApiKey.FIND_COORDINATOR: m.FindCoordinatorResponse(
         throttle_time_ms=0, error_code=0, error_message=None, node_id=2, host="b2", port=29092
     ),
@@ -838,6 +861,10 @@ def check_response(api_key: int, version: int, r: Any) -> None:
         assert got == [("t", 0, 42, "md", 0), ("t", 1, -1, "", 0)]
         if since(5):
             assert [p.committed_leader_epoch for p in r.topics[0].partitions] == [3, -1]
+    elif api_key == ApiKey.OFFSET_DELETE:
+        assert r.error_code == 0
+        got = [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions]
+        assert got == [("t", 0, 0), ("t", 1, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)]
     elif api_key == ApiKey.LIST_GROUPS:
         assert r.error_code == 0
         assert [(g.group_id, g.protocol_type) for g in r.groups] == [
@@ -1010,6 +1037,7 @@ ERROR_ITEMS = {
     ApiKey.LIST_GROUPS: 1,
     ApiKey.DESCRIBE_GROUPS: 2,
     ApiKey.DELETE_GROUPS: 2,
+    ApiKey.OFFSET_DELETE: 1,  # the group's: Kafka answers no partition then
     ApiKey.CREATE_TOPICS: 3,
     ApiKey.DELETE_TOPICS: 2,
     ApiKey.DESCRIBE_CONFIGS: 3,

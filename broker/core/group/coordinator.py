@@ -322,6 +322,16 @@ class GroupCoordinator:
         """DeleteGroups (`GroupMetadataManager.delete_groups`): Empty groups only."""
         self.metadata.delete_groups(group_ids, now_ms, respond)
 
+    def delete_offsets(
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]],
+        now_ms: int,
+        respond: Callable[[ErrorCode, dict[tuple[str, int], ErrorCode]], None],
+    ) -> None:
+        """OffsetDelete (`GroupMetadataManager.delete_offsets`)."""
+        self.metadata.delete_offsets(group_id, partitions, now_ms, respond)
+
     # -- the shell's timer -------------------------------------------------------------
     def expire_due(self, now_ms: int) -> int:
         return self.membership.expire_due(now_ms)

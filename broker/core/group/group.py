@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.core.group.offsets_topic import OffsetValue
+from client.protocol.consumer_protocol import ConsumerProtocolError, decode_subscription
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupState(enum.Enum):
@@ -130,6 +133,21 @@ class Group:
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader == member_id
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Whether a member of this consumer group subscribes to `topic` (OffsetDelete
+        refuses its partitions then). As Kafka's `isSubscribedToTopic`: only a group of
+        protocol type "consumer" with members and a chosen protocol is known; any other,
+        or one whose subscriptions do not parse, counts as subscribed."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or not self.members or not self.protocol:
+            return True
+        try:
+            return any(
+                topic in decode_subscription(member.metadata_for(self.protocol)).topics
+                for member in self.members.values()
+            )
+        except ConsumerProtocolError:
+            return True
 
     def add(self, member: Member, callback: Callable[[Any], None] | None = None) -> None:
         if not self.members:

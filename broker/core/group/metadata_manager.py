@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from broker.core.group import offsets_topic as ot
 from broker.core.group.config import CoordinatorStats, GroupConfig
-from broker.core.group.group import Group, GroupState, Member
+from broker.core.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 from client.protocol.errors import ErrorCode
 
 __all__ = [
@@ -289,6 +289,57 @@ class GroupMetadataManager:
 
         for partition, records in writes.items():
             self._append(partition, records, now_ms, written)
+
+    def delete_offsets(
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]],
+        now_ms: int,
+        respond: Callable[[ErrorCode, dict[tuple[str, int], ErrorCode]], None],
+    ) -> None:
+        """OffsetDelete (KIP-496, Kafka's `handleDeleteOffsets`): an Empty group's offsets
+        go; a consumer group with members keeps those of topics a member subscribes to
+        (GROUP_SUBSCRIBED_TO_TOPIC) and loses the others; any other group with members
+        is NON_EMPTY_GROUP. Tombstones are written; answers once they are."""
+        status = self.status(group_id)
+        group = self.groups.get(group_id)
+        if status is not ErrorCode.NONE:
+            respond(status, {})
+            return
+        if group is None or group.is_state(GroupState.DEAD):
+            respond(ErrorCode.GROUP_ID_NOT_FOUND, {})
+            return
+        results: dict[tuple[str, int], ErrorCode] = {}
+        if group.is_state(GroupState.EMPTY):
+            eligible = list(partitions)
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            eligible = [tp for tp in partitions if not group.is_subscribed_to(tp[0])]
+            results.update(
+                {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp not in eligible}
+            )
+        else:
+            respond(ErrorCode.NON_EMPTY_GROUP, {})
+            return
+        records: Records = [
+            (ot.offset_key(group_id, t, p), None) for t, p in eligible if (t, p) in group.offsets
+        ]
+        for tp in eligible:
+            group.offsets.pop(tp, None)
+            results[tp] = ErrorCode.NONE
+        if group.is_state(GroupState.EMPTY) and not group.offsets and not group.members:
+            group.transition_to(GroupState.DEAD, now_ms)
+            del self.groups[group_id]
+            records.append((ot.group_key(group_id), None))
+        if not records:
+            respond(ErrorCode.NONE, results)
+            return
+
+        def written(code: ErrorCode, now_ms: int) -> None:
+            if code is not ErrorCode.NONE:
+                log.warning("group %s: offset tombstones not written: %s", group_id, code.name)
+            respond(ErrorCode.NONE, results)
+
+        self._append(self.partition_for(group_id), records, now_ms, written)
 
     # -- offsets -------------------------------------------------------------------------
     def store_offsets(

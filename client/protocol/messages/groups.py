@@ -1,5 +1,5 @@
 """Consumer groups: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups and DeleteGroups.
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, OffsetDelete and DeleteGroups.
 
 How it works: messages declared with `schema.struct` (the conventions are in the package
 docstring). Any broker answers FindCoordinator; everything else about a group goes to
@@ -285,7 +285,43 @@ class ListGroupsResponse:
     groups: list[ListGroupsResponseGroup]
 
 
-# --- DeleteGroups (42) --------------------------------------------------------------------
+# --- OffsetDelete (47) ---------------------------------------------------------------------
+# KIP-496: delete a group's committed offsets of some partitions; refused per partition
+# (GROUP_SUBSCRIBED_TO_TOPIC) while a member of a consumer group subscribes to the topic.
+
+
+@struct
+class OffsetDeleteTopic:
+    name: str
+    partitions: list[int]
+
+
+@struct
+class OffsetDeleteRequest:
+    group_id: str
+    topics: list[OffsetDeleteTopic]
+
+
+@struct
+class OffsetDeleteResponsePartition:
+    partition_index: int
+    error_code: int
+
+
+@struct
+class OffsetDeleteResponseTopic:
+    name: str
+    partitions: list[OffsetDeleteResponsePartition]
+
+
+@struct
+class OffsetDeleteResponse:
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponseTopic]
+
+
+# --- DeleteGroups (42) ---------------------------------------------------------------------
 
 
 @struct
