@@ -1,6 +1,6 @@
 // @platformatic/kafka against a Tributary cluster's Kafka listeners: an admin creates a
 // topic, a producer writes keyed records with acks=all, `members` consumers in one group
-// read every record back, and the admin deletes the topic. Prints one JSON line with what
+// read every record back (none when `members` is 0), and the admin deletes the topic. Prints one JSON line with what
 // each step gave, or {"failed": step, "error": message} at the first step that throws.
 // Usage: node platformatic_roundtrip.mjs <bootstrap host:port,...> <topic> <count> <members>
 import { Admin, Consumer, Producer, ProduceAcks, stringDeserializers, stringSerializers }
@@ -44,6 +44,7 @@ try {
   await producer.close();
 
   step = "consume";
+  if (members > 0) {
   const seen = new Map();
   const byMember = [];
   const consumers = [];
@@ -76,6 +77,7 @@ try {
   result.intact = [...seen].every(([k, v]) => k.slice(2) === v.slice(2));
   result.partitionsByMember = byMember.map((s) => [...s].sort());
   for (const consumer of consumers) await consumer.close(true);
+  }
 
   step = "deleteTopics";
   await admin.deleteTopics({ topics: [topic] });
