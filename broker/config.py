@@ -81,7 +81,12 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey(
             "unclean.leader.election.enable", "bool", False, "default for topics (controller)"
         ),
-        ConfigKey("auto.create.topics.enable", "bool", False, "create topics on metadata requests"),
+        ConfigKey(
+            "auto.create.topics.enable",
+            "bool",
+            True,
+            "create a topic a client asks metadata for (and allows)",
+        ),
         ConfigKey("delete.topic.enable", "bool", True, "allow DeleteTopics"),
         # Partition limits (KIP-578's names, plus the per-request one), checked by
         # CreateTopics and CreatePartitions before anything is allocated.

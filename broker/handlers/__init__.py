@@ -87,7 +87,6 @@ class RequestHandlers:
         broker_configs: BrokerConfigs | None = None,
     ):
         self.data_plane = DataPlaneHandlers(replica_manager, metadata_cache, clock)
-        self.metadata = MetadataHandlers(metadata_cache, identity)
         self.producer_ids = ProducerIdHandlers(gateway, identity)
         self.controller_requests = ControllerRequestHandlers(
             replica_manager,
@@ -105,6 +104,11 @@ class RequestHandlers:
             metadata_changes,
             topic_defaults=topic_defaults,
             default_log_config=default_log_config,
+        )
+        self.metadata = MetadataHandlers(
+            metadata_cache,
+            identity,
+            auto_create=self.topics.auto_create if topic_defaults.auto_create_topics else None,
         )
         self.configs = ConfigHandlers(gateway, lambda: topic_configs.default, broker_configs)
         self.elections = ElectionHandlers(gateway, metadata_cache, metadata_changes)

@@ -73,6 +73,7 @@ class TopicDefaults:
     num_partitions: int = 1  # num.partitions
     replication_factor: int = 1  # default.replication.factor
     delete_topic_enable: bool = True  # delete.topic.enable
+    auto_create_topics: bool = True  # auto.create.topics.enable
     max_partitions_per_request: int = 10_000  # max.partitions.per.request
     max_broker_partitions: int = 4_000  # max.broker.partitions (KIP-578)
     max_partitions: int = 200_000  # max.partitions (KIP-578)
@@ -83,6 +84,7 @@ class TopicDefaults:
             num_partitions=config["num.partitions"],
             replication_factor=config["default.replication.factor"],
             delete_topic_enable=config["delete.topic.enable"],
+            auto_create_topics=config["auto.create.topics.enable"],
             max_partitions_per_request=config["max.partitions.per.request"],
             max_broker_partitions=config["max.broker.partitions"],
             max_partitions=config["max.partitions"],
@@ -104,6 +106,21 @@ class TopicHandlers:
         self.metadata_changes = metadata_changes
         self.topic_defaults = topic_defaults
         self.default_log_config = default_log_config
+
+    # -- auto-creation -----------------------------------------------------------------
+    async def auto_create(self, names: list[str]) -> dict[str, ErrorCode]:
+        """Create `names` with the broker defaults (num.partitions,
+        default.replication.factor), as Kafka's Metadata handler does for a client that
+        allows it (`auto.create.topics.enable`): each name's CreateTopics outcome, not
+        waiting for leaders (the client asks again)."""
+        request = m.CreateTopicsRequest(
+            topics=[m.CreateTopicsTopic(name=name) for name in names], timeout_ms=0
+        )
+        response = await self.create_topics(request)
+        for topic in response.topics:
+            if topic.error_code == ErrorCode.NONE:
+                log.info("auto-created topic %s", topic.name)
+        return {t.name: ErrorCode.from_code(t.error_code) for t in response.topics}
 
     # -- CreateTopics -------------------------------------------------------------------
     async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
@@ -151,7 +168,7 @@ class TopicHandlers:
                     )
             except TopicProblem as problem:
                 results[topic.name] = _create_result(topic.name, problem.code, problem.message)
-        if created:
+        if created and request.timeout_ms > 0:  # as Kafka: timeout <= 0 does not wait
             done = await self.metadata_changes.wait_for(
                 lambda: all(self.cache.has_leaders(t, n) for t, n in created.items()),
                 request.timeout_ms / 1000,

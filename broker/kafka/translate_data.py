@@ -83,7 +83,9 @@ def _metadata_to_native(request: Any, header: KafkaHeader) -> m.MetadataRequest:
             ids.append(topic_id_bytes(topic_id))
         elif t.name is not None:
             names.append(t.name)
-    return m.MetadataRequest(topics=names, allow_auto_topic_creation=False, topic_ids=ids)
+    # v0-3 have no flag: Kafka lets them auto-create.
+    allow = bool(getattr(request, "allow_auto_topic_creation", True))
+    return m.MetadataRequest(topics=names, allow_auto_topic_creation=allow, topic_ids=ids)
 
 
 def _admin_node(response: m.MetadataResponse) -> int:

@@ -195,3 +195,37 @@ def test_group_offsets_listed_by_librdkafka_and_deleted_by_kafka_python(
     deleted = python_admin.delete_group_offsets("offsets-g", [first])
     assert deleted[first].__name__ == "NoError"
     assert listed() == {1: 9}
+
+
+def test_a_librdkafka_producer_auto_creates_a_new_topic(cluster):
+    """auto.create.topics.enable (Kafka's default, on): a Kafka producer's Metadata for a
+    topic no one created creates it with num.partitions and default.replication.factor;
+    a native Metadata request allowing it does the same, one not allowing it does not."""
+    import trio
+    from confluent_kafka import Producer
+
+    from client.connection import open_connection
+    from client.protocol import messages as m
+
+    producer = Producer({"bootstrap.servers": cluster.state.kafka_bootstrap_servers})
+    reports: list = []
+    for i in range(10):
+        producer.produce(
+            "auto-created", f"r-{i}".encode(), on_delivery=lambda e, _m: reports.append(e)
+        )
+    assert producer.flush(60) == 0
+    assert reports == [None] * 10  # every record delivered to the new topic
+    state = partition_state(cluster, "auto-created", 0)
+    assert state and len(state.replicas) == 1  # default.replication.factor=1
+
+    async def native(name: str, allow: bool) -> int:
+        port = cluster.process("broker-1").port
+        async with open_connection("127.0.0.1", port) as conn:
+            request = m.MetadataRequest(topics=[name], allow_auto_topic_creation=allow)
+            response = await conn.request(request, timeout_s=20)
+            return response.topics[0].error_code
+
+    assert trio.run(native, "not-created", False) == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert trio.run(native, "natively-created", True) == 5  # LEADER_NOT_AVAILABLE: made
+    wait_until(lambda: partition_state(cluster, "natively-created", 0), 30)
+    assert partition_state(cluster, "not-created", 0) is None

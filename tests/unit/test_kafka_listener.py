@@ -301,18 +301,32 @@ async def test_api_versions_and_metadata_describe_the_kafka_listener():
             assert (tuple(p.replica_nodes), tuple(p.isr_nodes)) == (view.replicas, view.isr)
             assert p.offline_replicas == ()
 
-        unknown = await wire.call(
-            metadata_v12.MetadataRequest(
-                topics=(metadata_v12.MetadataRequestTopic(topic_id=None, name="nope"),),
-                allow_auto_topic_creation=True,
-                include_topic_authorized_operations=False,
+        def ask(name: str, allow: bool):
+            return wire.call(
+                metadata_v12.MetadataRequest(
+                    topics=(metadata_v12.MetadataRequestTopic(topic_id=None, name=name),),
+                    allow_auto_topic_creation=allow,
+                    include_topic_authorized_operations=False,
+                )
             )
-        )
+
+        # A client that does not allow auto-creation hears the topic is unknown...
+        unknown = await ask("nope", False)
         assert [(t.name, t.error_code) for t in unknown.topics] == [
             ("nope", UNKNOWN_TOPIC_OR_PARTITION)
         ]
-        # Never auto-created, whatever the client asks.
         assert all(tp.topic != "nope" for tp in cluster.controller.context.states)
+        # ...one that allows it gets it created with the broker defaults (Kafka's
+        # auto.create.topics.enable=true): LEADER_NOT_AVAILABLE until its leader is elected.
+        created = await ask("auto", True)
+        assert [(t.name, t.error_code) for t in created.topics] == [("auto", 5)]
+        with trio.fail_after(10):
+            while (await ask("auto", True)).topics[0].error_code != NONE:
+                await trio.sleep(0.05)
+        assert ("auto", 0) in {(tp.topic, tp.partition) for tp in cluster.controller.context.states}
+        # A name no topic may have is never created.
+        invalid = await ask("bad$#!", True)
+        assert [(t.name, t.error_code) for t in invalid.topics] == [("bad$#!", 17)]
 
         # v0: an empty topic list means every topic.
         everything = await wire.call(metadata_v0.MetadataRequest(topics=()))
