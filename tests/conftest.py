@@ -100,6 +100,7 @@ EXPECTED_SECONDS = {
     "tests/chaos/test_planted_bug.py": 55,
     "spark": 150,
     "tests/integration/test_kafka_clients.py": 40,
+    "tests/integration/test_kafka_fetch_sessions.py": 35,
     "tests/integration/test_idempotent_producer.py": 35,
     "tests/integration/test_resource_bounds.py": 30,
     "tests/chaos/test_disk_faults.py": 30,
