@@ -13,7 +13,8 @@ decoder (wire.py, given `supported` by broker/server.py) read the merged table.
 
 Data-plane ranges (translate_data.py) and why they stop where they do:
 - Produce 3-9: v3 is the first with v2 record batches; v10+ add KIP-951 leader hints.
-- Fetch 4-12: v13+ name topics by topic id, which Tributary does not have.
+- Fetch 4-12: v13+ name topics by topic id, which Tributary does not have. v7+ carry
+  fetch sessions (KIP-227), kept by the broker's session cache; v4-6 are sessionless.
 - ListOffsets 1-6: v7 adds MAX_TIMESTAMP (-3), which the native handler does not serve.
 - Metadata 0-12: v10+ carry topic ids; we send the zero UUID (unknown), as Kafka does
   for topics without one; v13 adds nothing a client needs.
