@@ -7,6 +7,7 @@ observer returned from `register_broker_metrics`.
 
 from __future__ import annotations
 
+from broker.core.fetch_sessions import FetchManager
 from broker.core.group.coordinator import GroupCoordinator
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
@@ -20,10 +21,13 @@ def register_broker_metrics(
     rm: ReplicaManager,
     metadata_cache: MetadataCache,
     groups: GroupCoordinator | None = None,
+    fetch_sessions: FetchManager | None = None,
 ) -> Observer:
     stats = rm.stats
     if groups is not None:
         _register_group_metrics(reg, groups)
+    if fetch_sessions is not None:
+        _register_fetch_session_metrics(reg, fetch_sessions)
 
     reg.gauge(
         "under_replicated_partitions",
@@ -178,4 +182,31 @@ def _register_group_metrics(reg: MetricsRegistry, groups: GroupCoordinator) -> N
             ({"delayed_operation": "Rebalance"}, groups.join_purgatory.pending),
             ({"delayed_operation": "Heartbeat"}, groups.heartbeat_purgatory.pending),
         ],
+    )
+
+
+def _register_fetch_session_metrics(reg: MetricsRegistry, manager: FetchManager) -> None:
+    """Kafka's FetchSessionCache gauges and eviction meter, and the fetches served per
+    kind of context (Tributary's: shows the incremental fetches)."""
+    cache = manager.cache
+    reg.gauge(
+        "incremental_fetch_sessions",
+        "NumIncrementalFetchSessions: fetch sessions in the cache",
+        lambda: len(cache),
+    )
+    reg.gauge(
+        "incremental_fetch_partitions_cached",
+        "NumIncrementalFetchPartitionsCached: partitions over all fetch sessions",
+        lambda: cache.total_partitions,
+    )
+    reg.counter_of(
+        "incremental_fetch_session_evictions_total",
+        "IncrementalFetchSessionEvictionsPerSec as a running total",
+        lambda: cache.evictions,
+    )
+    reg.counter_of(
+        "fetch_requests_by_session_total",
+        "fetch requests per kind of fetch session context: sessionless, full (may create "
+        "a session), incremental, error (unknown session or wrong epoch)",
+        lambda: [({"kind": kind}, count) for kind, count in manager.served.items()],
     )

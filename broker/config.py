@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from broker.core.fetch_sessions import FetchSessionConfig
 from broker.core.log.config import LogConfig
 from broker.core.log.config_defs import COMPRESSION_TYPES, LATEST_MESSAGE_FORMAT_VERSION
 from broker.core.log.errors import ConfigError as LogConfigError
@@ -201,6 +202,28 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("replica.fetch.wait.max.ms", "int", 500, "follower long-poll time"),
         ConfigKey("replica.fetch.min.bytes", "int", 1, "follower fetch min bytes"),
         ConfigKey("replica.fetch.backoff.ms", "int", 1000, "follower back-off after an error"),
+        # Fetch sessions (KIP-227): Kafka's two keys, and a bound of Tributary's own.
+        ConfigKey(
+            "max.incremental.fetch.session.cache.slots",
+            "int",
+            1_000,
+            "most fetch sessions kept at once (0: no sessions, every fetch is full)",
+            at_least(0),
+        ),
+        ConfigKey(
+            "min.incremental.fetch.session.eviction.ms",
+            "int",
+            120_000,
+            "a fetch session unused this long may be evicted for a new one",
+            at_least(0),
+        ),
+        ConfigKey(
+            "max.incremental.fetch.session.cache.partitions",
+            "int",
+            100_000,
+            "most partitions cached over all fetch sessions (Tributary's: bounds memory)",
+            at_least(0),
+        ),
         ConfigKey("replica.socket.timeout.ms", "int", 30_000, "follower request timeout"),
         ConfigKey(
             "replica.high.watermark.checkpoint.interval.ms",
@@ -483,6 +506,14 @@ class BrokerConfig(PropertiesConfig):
             replica_fetch_backoff_ms=v["replica.fetch.backoff.ms"],
             isr_change_propagation_blackout_ms=v["isr.change.propagation.blackout.ms"],
             isr_change_propagation_interval_ms=v["isr.change.propagation.interval.ms"],
+        )
+
+    def fetch_sessions(self) -> FetchSessionConfig:
+        v = self.values
+        return FetchSessionConfig(
+            max_slots=v["max.incremental.fetch.session.cache.slots"],
+            eviction_ms=v["min.incremental.fetch.session.eviction.ms"],
+            max_partitions=v["max.incremental.fetch.session.cache.partitions"],
         )
 
     def _millis(self, ms: str, minutes: str | None, hours: str) -> int:

@@ -57,6 +57,7 @@ import trio
 
 from broker.broker_metrics import register_broker_metrics
 from broker.config import KAFKA_WIRE, BrokerConfig
+from broker.core.fetch_sessions import FetchManager, FetchSessionCache
 from broker.core.log.config import LogConfig
 from broker.core.log.manager import LogManager
 from broker.core.metadata_cache import MetadataCache
@@ -261,6 +262,7 @@ class BrokerServer:
                 self.groups, self.metadata_cache, broker_id=self.broker_id, clock=self.now_ms
             ),
             broker_configs=self.broker_configs,
+            fetch_sessions=FetchManager(FetchSessionCache(self.config.fetch_sessions())),
         )
         self.fetchers = FetcherManager(
             FetcherContext(
@@ -273,7 +275,11 @@ class BrokerServer:
             )
         )
         self.request_observer = register_broker_metrics(
-            self.metrics, self.replica_manager, self.metadata_cache, self.groups.coordinator
+            self.metrics,
+            self.replica_manager,
+            self.metadata_cache,
+            self.groups.coordinator,
+            self.handlers.fetch_sessions,
         )
 
     def _replicas_changed(self) -> None:

@@ -101,6 +101,7 @@ EXPECTED_SECONDS = {
     "spark": 150,
     "tests/integration/test_kafka_clients.py": 40,
     "tests/integration/test_configs_clients.py": 40,
+    "tests/integration/test_kafka_fetch_sessions.py": 35,
     "tests/integration/test_idempotent_producer.py": 35,
     "tests/integration/test_resource_bounds.py": 30,
     "tests/chaos/test_disk_faults.py": 30,

@@ -19,6 +19,8 @@ Map:
   throttled publication of ISR changes;
 - `follower_fetch.py`: the follower side of replication (what to fetch from each
   leader, what its answers mean); `truncation.py`: where a new follower truncates;
+- `fetch_sessions.py`: fetch sessions (KIP-227), the leader's cache of what each fetcher
+  asks, so incremental fetches carry and answer only what changed;
 - `purgatory.py`: delayed operations and their purgatory; `delayed_produce.py`,
   `delayed_fetch.py`, `delayed_delete_records.py`: the three the replica manager parks;
 - `metadata_cache.py`: the cluster as the controller's UpdateMetadata describes it;

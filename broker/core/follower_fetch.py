@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.core.truncation import UNDEFINED_EPOCH, decide_truncation
 from client.protocol.errors import ErrorCode
@@ -63,8 +63,10 @@ class FollowerFetchState:
     consecutive_errors: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class FollowerFetchPartition:
+class FollowerFetchPartition(NamedTuple):
+    """What the next fetch asks of one partition; a NamedTuple: one is made per partition
+    of every fetch, and the fetch session compares it with the last one (both fast)."""
+
     topic_partition: TopicPartition
     fetch_offset: int
     current_leader_epoch: int

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from broker.core.errors import PartitionError
 from broker.core.isr import (
@@ -108,8 +109,7 @@ class IsrUpdateFailed:
 IsrUpdateOutcome = IsrUpdateSucceeded | IsrUpdateConflict | IsrUpdateFailed
 
 
-@dataclass(frozen=True, slots=True)
-class LogReadInfo:
+class LogReadInfo(NamedTuple):  # a NamedTuple: made per partition of every fetch, built fast
     records: bytes
     high_watermark: int
     log_start_offset: int

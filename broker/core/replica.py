@@ -17,13 +17,12 @@ longer than `replica.lag.time.max.ms`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 UNKNOWN_OFFSET = -1
 
 
-@dataclass(frozen=True, slots=True)
-class FollowerState:
+class FollowerState(NamedTuple):  # immutable; a NamedTuple is built fast (every fetch)
     broker_id: int
     log_end_offset: int = UNKNOWN_OFFSET
     log_start_offset: int = UNKNOWN_OFFSET
@@ -41,13 +40,9 @@ class FollowerState:
             caught_up = max(self.last_caught_up_ms, self.last_fetch_ms)
         else:
             caught_up = self.last_caught_up_ms
-        return replace(
-            self,
-            log_end_offset=fetch_offset,
-            log_start_offset=log_start_offset,
-            last_caught_up_ms=caught_up,
-            last_fetch_ms=now_ms,
-            last_fetch_leader_leo=leader_leo,
+        # A leader records this for every partition of every follower fetch.
+        return FollowerState(
+            self.broker_id, fetch_offset, log_start_offset, caught_up, now_ms, leader_leo
         )
 
     @classmethod

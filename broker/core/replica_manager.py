@@ -321,10 +321,11 @@ class ReplicaManager:
         record_progress: bool,
     ) -> FetchedPartition:
         partition = self.partitions.get(tp)
+        from_follower = params.replica_id >= 0  # params.from_follower, read once
         try:
             if partition is None:
                 raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            if params.from_follower and params.replica_id not in partition.assigned_replicas:
+            if from_follower and params.replica_id not in partition.assigned_replicas:
                 raise PartitionError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     f"broker {params.replica_id} is not a replica of {tp}",
@@ -333,7 +334,7 @@ class ReplicaManager:
                 request.fetch_offset,
                 request.current_leader_epoch,
                 limit,
-                from_follower=params.from_follower,
+                from_follower=from_follower,
                 min_one_batch=min_one_batch,
             )
         except PartitionError as exc:
@@ -348,7 +349,7 @@ class ReplicaManager:
         except Exception:
             log.exception("%s: read failed", tp)
             return FetchedPartition(ErrorCode.KAFKA_STORAGE_ERROR)
-        if params.from_follower and record_progress:
+        if from_follower and record_progress:
             hw_moved, update = partition.update_follower_fetch_state(
                 params.replica_id,
                 request.fetch_offset,
@@ -366,7 +367,7 @@ class ReplicaManager:
         return FetchedPartition(
             ErrorCode.NONE,
             # The HW after this fetch was recorded: the follower learns it one round sooner.
-            partition.high_watermark if params.from_follower else info.high_watermark,
+            partition.high_watermark if from_follower else info.high_watermark,
             info.log_start_offset,
             info.log_end_offset,
             info.records,

@@ -17,8 +17,8 @@ core in the order they arrived; a response that has to wait is a `Reply` the cor
 callback fills. No handler wakes a timer or a fetcher: the core reports those itself
 (`ReplicaManager`'s `wake_at` and `followers_changed`).
 
-- `data_plane.py`: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords
-  (`DataPlaneHandlers`), the tuned paths;
+- `data_plane.py`: Produce, Fetch (through the fetch sessions, KIP-227), ListOffsets,
+  OffsetForLeaderEpoch, DeleteRecords (`DataPlaneHandlers`), the tuned paths;
 - `metadata.py`: Metadata and ApiVersions, answered from the metadata cache;
 - `producer_ids.py`: InitProducerId, ids from blocks claimed in ZooKeeper;
   `producers.py`: DescribeProducers, the producer state partition leaders keep;
@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker.core.fetch_sessions import FetchManager, FetchSessionCache, FetchSessionConfig
 from broker.core.log.config import LogConfig
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
@@ -85,8 +86,14 @@ class RequestHandlers:
         groups: GroupHandlers | None = None,
         scrubber: LogScrubber | None = None,
         broker_configs: BrokerConfigs | None = None,
+        fetch_sessions: FetchManager | None = None,
     ):
-        self.data_plane = DataPlaneHandlers(replica_manager, metadata_cache, clock)
+        self.fetch_sessions = fetch_sessions or FetchManager(
+            FetchSessionCache(FetchSessionConfig())
+        )
+        self.data_plane = DataPlaneHandlers(
+            replica_manager, metadata_cache, clock, self.fetch_sessions
+        )
         self.producer_ids = ProducerIdHandlers(gateway, identity)
         self.controller_requests = ControllerRequestHandlers(
             replica_manager,

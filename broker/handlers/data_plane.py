@@ -8,6 +8,10 @@ back as a `Reply` that the core's callback fills; an acks=0 produce answers noth
 (`NO_RESPONSE`). A partition this broker does not host but the cluster has is answered
 NOT_LEADER_OR_FOLLOWER (stale metadata, retriable), as Kafka does. These are the
 broker's tuned paths: no work per record here, only per partition.
+
+A Fetch goes through the fetch sessions first (KIP-227, core/fetch_sessions.py): its
+session id and epoch pick the context that says which partitions to read (for an
+incremental fetch, the whole session) and which to answer, with what session id.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
+from broker.core.fetch_sessions import FetchAnswer, FetchManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
 from client.protocol import messages as m
@@ -34,10 +39,12 @@ class DataPlaneHandlers:
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
         clock: Callable[[], int],
+        fetch_sessions: FetchManager,
     ) -> None:
         self.rm = replica_manager
         self.cache = metadata_cache
         self.now_ms = clock
+        self.fetch_sessions = fetch_sessions
 
     # -- produce --------------------------------------------------------------------
     async def produce(self, request: m.ProduceRequest) -> Any:
@@ -151,17 +158,31 @@ class DataPlaneHandlers:
                     partition_max_bytes=part.partition_max_bytes,
                     log_start_offset=part.log_start_offset,
                 )
+        forgotten = [
+            TopicPartition(topic.topic, partition)
+            for topic in request.forgotten_topics_data
+            for partition in topic.partitions
+        ]
+        now = self.now_ms()
+        context = self.fetch_sessions.new_context(
+            now,
+            request.session_id,
+            request.session_epoch,
+            partitions,
+            forgotten,
+            from_follower=params.from_follower,
+        )
         reply = Reply()
 
         def respond(results) -> None:
-            reply.set(self._fetch_response(results))
+            reply.set(self._fetch_response(context.respond(results, self.now_ms())))
 
-        self.rm.fetch_messages(self.now_ms(), params, partitions, respond)
+        self.rm.fetch_messages(now, params, context.partitions, respond)
         return reply
 
-    def _fetch_response(self, results) -> m.FetchResponse:
+    def _fetch_response(self, answer: FetchAnswer) -> m.FetchResponse:
         by_topic: dict[str, list[m.FetchResponsePartition]] = {}
-        for tp, result in results.items():
+        for tp, result in answer.partitions.items():
             by_topic.setdefault(tp.topic, []).append(
                 m.FetchResponsePartition(
                     partition=tp.partition,
@@ -174,11 +195,12 @@ class DataPlaneHandlers:
             )
         return m.FetchResponse(
             throttle_time_ms=0,
-            error_code=ErrorCode.NONE,
+            error_code=answer.error_code,
             topics=[
                 m.FetchResponseTopic(topic=name, partitions=parts)
                 for name, parts in by_topic.items()
             ],
+            session_id=answer.session_id,
         )
 
     # -- offsets --------------------------------------------------------------------

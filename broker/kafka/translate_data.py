@@ -16,11 +16,12 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
 - Fetch: the native fetch (DelayedFetch purgatory for max_wait/min_bytes, max bytes,
   partition max bytes, current leader epoch fencing), always as a consumer; the last
   stable offset is the high watermark (no transactions); records are converted for
-  Kafka clients by `client.protocol.records.to_kafka_format`. Fetch sessions
-  (KIP-227) are not kept: a full fetch (epoch 0 or -1) is answered in full with session
-  id 0, which tells the client no session was created (Kafka does the same when its
-  session cache is full); an incremental fetch gets FETCH_SESSION_ID_NOT_FOUND, after
-  which clients fall back to full fetches.
+  Kafka clients by `client.protocol.records.to_kafka_format`. Fetch sessions (KIP-227,
+  v7+): session id, epoch and forgotten topics go to the native request and the session
+  id (and a session error, FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH, as
+  the top-level error code with no partitions) comes back, so Kafka clients share the
+  broker's session cache (broker/core/fetch_sessions.py) with its followers; v4-6 carry
+  no session fields and are sessionless (epoch -1).
 - ListOffsets (earliest -2, latest -1, by timestamp, max timestamp -3 (v7, KIP-734),
   earliest local -4 (v8, KIP-405: the log start, there being no tiered storage)) and
   OffsetForLeaderEpoch, always as a consumer.
@@ -55,7 +56,6 @@ from client.protocol.records import to_kafka_format
 from client.protocol.topic_ids import topic_id_bytes, topic_id_of_bytes
 from server_common.network import NO_RESPONSE
 
-FETCH_SESSION_ID_NOT_FOUND = 70
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -270,18 +270,18 @@ PRODUCE = Translation(
 
 
 def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
-    session_epoch = getattr(request, "session_epoch", -1)
-    if session_epoch not in (0, -1):
-        # An incremental fetch in a session we never created (we create none).
-        raise KafkaRequestError(
-            FETCH_SESSION_ID_NOT_FOUND, f"fetch session {request.session_id} not found"
-        )
     return m.FetchRequest(
         replica_id=m.CONSUMER_REPLICA_ID,  # a Kafka client is never a follower of ours
         max_wait_ms=ms_of(request.max_wait),
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
         isolation_level=request.isolation_level,
+        session_id=int(getattr(request, "session_id", 0)),
+        session_epoch=int(getattr(request, "session_epoch", -1)),
+        forgotten_topics_data=[
+            m.FetchForgottenTopic(topic=t.topic, partitions=[int(p) for p in t.partitions])
+            for t in getattr(request, "forgotten_topics_data", ())
+        ],
         topics=[
             m.FetchTopic(
                 topic=t.topic,
@@ -302,7 +302,9 @@ def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
     )
 
 
-def _fetch_response(version: int, code: int, topics: list[tuple[str, list[dict]]]) -> Any:
+def _fetch_response(
+    version: int, code: int, topics: list[tuple[str, list[dict]]], session_id: int = 0
+) -> Any:
     cls = response_class(ApiKey.FETCH, version)
     topic_cls = schema_class(cls, "FetchableTopicResponse")
     partition_cls = schema_class(cls, "PartitionData")
@@ -310,7 +312,7 @@ def _fetch_response(version: int, code: int, topics: list[tuple[str, list[dict]]
         cls,
         throttle_time=ZERO_MS,
         error_code=kafka_error(code),
-        session_id=0,
+        session_id=session_id,
         responses=tuple(
             build(
                 topic_cls,
@@ -345,6 +347,7 @@ def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
             )
             for t in response.topics
         ],
+        response.session_id,
     )
 
 

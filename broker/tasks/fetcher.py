@@ -8,7 +8,13 @@ against its leader:
 1. partitions in the TRUNCATING phase: one OffsetForLeaderEpoch request for all of them,
    answers applied by the core (KIP-101/279 truncation);
 2. partitions in the FETCHING phase: one Fetch request for all of them (long-poll:
-   `replica.fetch.wait.max.ms`), the response applied by the core (append, follower HW);
+   `replica.fetch.wait.max.ms`), the response applied by the core (append, follower HW).
+   The fetches are in a fetch session with the leader (KIP-227; the fetcher's
+   `FetchSessionHandler`, client/protocol/fetch_session.py): after the first, full one,
+   a fetch names only the partitions whose fetch offset, epoch or log start changed (and
+   those to forget), and the leader answers only the partitions with news, so an idle
+   partition costs neither side a message. A session error, an answer the handler
+   refuses or a failed round trip makes the next fetch a full one;
 3. nothing ready (all backing off): sleep until the earliest back-off ends or the
    manager reports a change.
 
@@ -26,11 +32,13 @@ from dataclasses import dataclass
 
 import trio
 
+from broker.core.follower_fetch import FollowerFetchPartition
 from broker.core.metadata_cache import BrokerEndpoint
 from broker.core.replica_manager import FetchedPartition, ReplicaManager
 from client.connection import BrokerConnection, BrokerConnectionError, Connector
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, ProtocolError, TributaryError
+from client.protocol.fetch_session import FetchSessionHandler
 from client.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -96,6 +104,9 @@ class ReplicaFetcher:
         self._wakeup = trio.Event()
         self._connection: BrokerConnection | None = None
         self._endpoint: tuple[str, int] | None = None
+        self.session: FetchSessionHandler[FollowerFetchPartition] = FetchSessionHandler(
+            f"broker {leader_id}"
+        )
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -154,9 +165,10 @@ class ReplicaFetcher:
                 return
             response = await connection.request(self._fetch_request(fetching), timeout_s=timeout)
             rm.followers.apply_fetch(
-                self.leader_id, fetching, _fetched(response), self.context.clock()
+                self.leader_id, fetching, self._answered(response), self.context.clock()
             )
         except (BrokerConnectionError, TributaryError, ProtocolError, OSError) as exc:
+            self.session.handle_error()
             rm.followers.fetch_failed(self.leader_id, involved, self.context.clock())
             if self._connection is not None:
                 await self._connection.aclose()
@@ -164,9 +176,11 @@ class ReplicaFetcher:
             log.debug("fetch from leader %d failed: %s", self.leader_id, exc)
             await trio.sleep(self.settings.replica_fetch_backoff_ms / 1000)
 
-    def _fetch_request(self, fetching) -> m.FetchRequest:
+    def _fetch_request(self, fetching: list[FollowerFetchPartition]) -> m.FetchRequest:
+        """The next fetch of the session for `fetching` (every partition wanted now)."""
+        data = self.session.build({p.topic_partition: p for p in fetching})
         by_topic: dict[str, list[m.FetchPartition]] = {}
-        for p in fetching:
+        for p in data.to_send.values():
             by_topic.setdefault(p.topic_partition.topic, []).append(
                 m.FetchPartition(
                     partition=p.topic_partition.partition,
@@ -181,8 +195,23 @@ class ReplicaFetcher:
             max_wait_ms=self.settings.replica_fetch_wait_max_ms,
             min_bytes=self.settings.replica_fetch_min_bytes,
             max_bytes=self.settings.replica_fetch_response_max_bytes,
+            session_id=data.metadata.session_id,
+            session_epoch=data.metadata.epoch,
             topics=[m.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[
+                m.FetchForgottenTopic(topic=t, partitions=ps)
+                for t, ps in data.forgotten_by_topic().items()
+            ],
         )
+
+    def _answered(self, response: m.FetchResponse) -> dict[TopicPartition, FetchedPartition]:
+        """The partitions of `response` to apply: none if the session handler refuses it
+        (a session error: the next fetch is full); in an incremental answer, only the
+        partitions with news (the others stand as they were)."""
+        results = _fetched(response)
+        if not self.session.handle_response(response.error_code, response.session_id, results):
+            return {}
+        return results
 
     async def _idle(self) -> None:
         wake_at = self.rm.followers.next_wakeup_ms(self.leader_id)

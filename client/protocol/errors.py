@@ -172,6 +172,8 @@ class ErrorCode(IntEnum):
     REASSIGNMENT_IN_PROGRESS = (60, False, "A partition reassignment is in progress.")
     NON_EMPTY_GROUP = (68, False, "The group is not empty.")
     GROUP_ID_NOT_FOUND = (69, False, "The group id does not exist.")
+    FETCH_SESSION_ID_NOT_FOUND = (70, True, "The fetch session ID was not found.")
+    INVALID_FETCH_SESSION_EPOCH = (71, True, "The fetch session epoch is invalid.")
     FENCED_LEADER_EPOCH = (
         74,
         True,

@@ -370,12 +370,13 @@ def test_mutated_valid_frames_raise_nothing_but_the_protocol_error(request, muta
 # -- the dispatcher (dispatcher.py) with a stand-in for the native handlers -------------
 
 
-def _fetch_v12(session_epoch: int = -1):
+def _fetch_v12(session_epoch: int = -1, session_id: int = 0, forgotten: tuple = ()):
     from kio.schema.fetch.v12 import request as fetch
 
     return fetch.FetchRequest(
         max_wait=datetime.timedelta(0),
         min_bytes=1,
+        session_id=session_id,
         session_epoch=session_epoch,
         topics=(
             fetch.FetchTopic(
@@ -385,7 +386,10 @@ def _fetch_v12(session_epoch: int = -1):
                 ),
             ),
         ),
-        forgotten_topics_data=(),
+        forgotten_topics_data=tuple(
+            fetch.ForgottenTopic(topic=topic, partitions=partitions)
+            for topic, partitions in forgotten
+        ),
     )
 
 
@@ -458,9 +462,20 @@ async def test_the_dispatcher_translates_replies_errors_and_failures():
     answers.append(RuntimeError("a bug"))
     assert (await dispatch(header, _fetch_v12())).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
 
-    calls = len(seen)
-    incremental = await dispatch(header, _fetch_v12(session_epoch=4))
-    assert incremental.error_code == 70 and len(seen) == calls  # never reached the broker
+    # Fetch sessions pass through: id, epoch and forgotten partitions in, the session id
+    # or a session error (top level, no partitions) out.
+    answers.append(m.FetchResponse(throttle_time_ms=0, error_code=70, topics=[], session_id=0))
+    incremental = await dispatch(
+        header, _fetch_v12(session_epoch=4, session_id=77, forgotten=(("u", (1, 2)),))
+    )
+    native_request = seen[-1][1]
+    assert (native_request.session_id, native_request.session_epoch) == (77, 4)
+    assert native_request.forgotten_topics_data == [
+        m.FetchForgottenTopic(topic="u", partitions=[1, 2])
+    ]
+    assert incremental.error_code == 70 and incremental.responses == ()
+    answers.append(m.FetchResponse(throttle_time_ms=0, error_code=0, topics=[], session_id=77))
+    assert (await dispatch(header, _fetch_v12(session_epoch=5, session_id=77))).session_id == 77
 
     produce_header = KafkaHeader(0, 3, 10, None)
     answers.append(NO_RESPONSE)

@@ -4,14 +4,15 @@ How it works: messages declared with `schema.struct` (the conventions are in the
 docstring). Producers send Produce (record batches as opaque `bytes`, see
 `client.protocol.records`) to partition leaders, after InitProducerId when idempotent;
 consumers and follower brokers send Fetch (a follower with its broker id as
-`replica_id`, a consumer with `CONSUMER_REPLICA_ID`); ListOffsets asks a leader for an
-offset by time, for the log start or end (`EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP`), or
-the record with the largest timestamp (`MAX_TIMESTAMP`).
+`replica_id`, a consumer with `CONSUMER_REPLICA_ID`), in a fetch session (KIP-227) or
+without one; ListOffsets asks a leader for an offset by time, for the log start or end
+(`EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP`), or the record with the largest timestamp
+(`MAX_TIMESTAMP`).
 """
 
 from __future__ import annotations
 
-from client.protocol.schema import struct
+from client.protocol.schema import empty_list, struct
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest constants): the log end (the
 # high watermark for a consumer), the log start, the record with the largest timestamp
@@ -89,13 +90,25 @@ class FetchTopic:
 
 
 @struct
+class FetchForgottenTopic:
+    topic: str
+    partitions: list[int]
+
+
+@struct
 class FetchRequest:
     replica_id: int  # CONSUMER_REPLICA_ID (-1) for consumers, the broker id for followers
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     isolation_level: int = 0
+    # KIP-227 (client/protocol/fetch_session.py): 0 and -1, the defaults, fetch without a
+    # session; epoch 0 asks for one; an incremental fetch names the session and its epoch
+    # and lists only changed partitions in `topics`, and those to drop here.
+    session_id: int = 0
+    session_epoch: int = -1
     topics: list[FetchTopic]
+    forgotten_topics_data: list[FetchForgottenTopic] = empty_list()
 
 
 @struct
@@ -117,8 +130,9 @@ class FetchResponseTopic:
 @struct
 class FetchResponse:
     throttle_time_ms: int
-    error_code: int
+    error_code: int  # a session error (FETCH_SESSION_ID_NOT_FOUND...) comes with no topics
     topics: list[FetchResponseTopic]
+    session_id: int = 0  # the fetch session (KIP-227); 0: none
 
 
 # --- ListOffsets (2) -----------------------------------------------------------------------
