@@ -97,7 +97,9 @@ class DelayedFetch(DelayedOperation):
                 accumulated += partition.bytes_available(
                     request.fetch_offset, end, request.partition_max_bytes, needed - accumulated
                 )
-        return accumulated >= needed  # Case E
+                if accumulated >= needed:  # Case E; the partitions left cannot undo it
+                    return True
+        return False
 
     def on_complete(self) -> None:
         self._complete(self.completed_ms)

@@ -12,9 +12,12 @@ Two measures, each with sessions and without (`max.incremental.fetch.session.cac
    (`RequestHandlers` over a `ReplicaManager` with 1,000 partitions, RF 2) and the real
    follower (`ReplicaFetcher`'s request building and session handling, `FollowerFetch`
    applying the answers over its own `ReplicaManager`), the native wire codec between
-   them. Each cycle: one record produced to the next partition (acks=1), then one
-   follower fetch: the leader's CPU for it (decode the request, handle it, encode the
-   answer) and the follower's (decode the answer, apply it, build the next request), in
+   them. Each cycle is one follower fetch in a trickle: the fetch finds nothing new and
+   waits in the leader's fetch purgatory, one record produced to the next partition
+   (acks=1) completes it. The leader's CPU for the cycle (decode the fetch, read every
+   partition, park it; the produce, which completes it and reads every partition again;
+   encode the answer) and the follower's (decode the answer, apply it, build the next
+   request), in
    CPU time (`time.process_time`: a busy machine stretches wall time, not this), best of
    several repeats, in microseconds.
 2. A real cluster: two broker processes and a controller, a topic of 1,000 partitions all
@@ -143,7 +146,9 @@ def in_process_us(directory: Path, sessions: bool) -> tuple[float, float]:
         producer.receive_data(producer_wire.encode_response(header, answer._value))
         producer.next_response()
 
-    def follower_fetch() -> None:
+    def cycle(i: int) -> None:
+        """The follower's fetch finds nothing new and waits in the leader's purgatory; a
+        record produced completes it; the follower applies the answer."""
         started = time.process_time()
         fetching = follower_rm.followers.fetch_request(1, NOW)
         _, frame = follower_client.send_request(fetcher._fetch_request(fetching))
@@ -151,7 +156,9 @@ def in_process_us(directory: Path, sessions: bool) -> tuple[float, float]:
         leader_wire.receive_data(frame)
         header, decoded = leader_wire.next_request()
         answer = _run_handler(handlers.handle(header, decoded))
-        assert isinstance(answer, Reply) and answer.done, "the fetch found nothing new"
+        assert isinstance(answer, Reply) and not answer.done, "the fetch did not wait"
+        produce(i)
+        assert answer.done, "the produce did not complete the fetch"
         response_frame = leader_wire.encode_response(header, answer._value)
         answered = time.process_time()
         follower_client.receive_data(response_frame)
@@ -160,10 +167,6 @@ def in_process_us(directory: Path, sessions: bool) -> tuple[float, float]:
         done = time.process_time()
         totals["leader"] += answered - built
         totals["follower"] += (built - started) + (done - answered)
-
-    def cycle(i: int) -> None:
-        produce(i)
-        follower_fetch()
 
     gc.collect()
     gc.freeze()  # as the broker does once started: its heap out of the collector's way
