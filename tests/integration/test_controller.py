@@ -22,6 +22,7 @@ from controller.server import ControllerServer
 from server_common import zkdata
 from server_common.zk_kazoo import KazooZooKeeper
 from tests.support.recording_broker import RecordingBroker
+from tests.support.zk_sessions import expire_session
 
 pytestmark = pytest.mark.integration
 
@@ -561,8 +562,6 @@ async def test_metrics_endpoint(zk, zk_connect, tmp_path, nursery):
 async def test_session_expiry_ends_the_term_and_the_controller_competes_again(
     zk, zk_connect, tmp_path, nursery
 ):
-    from kazoo.client import KazooClient
-
     brokers = await start_brokers(nursery, zk, [1])
     first, _ = await start_controller(nursery, controller_config(zk_connect, tmp_path, 1))
     await eventually(lambda: first.is_active)
@@ -570,13 +569,7 @@ async def test_session_expiry_ends_the_term_and_the_controller_competes_again(
     await create_topic(zk, "t", {0: (1,)})
     await brokers[1].wait_for(lambda: TP0 in brokers[1].metadata)
 
-    def expire(session):  # closing a second handle on the session expires it
-        other = KazooClient(hosts=zk_connect, client_id=session)
-        other.start(timeout=10)
-        other.stop()
-        other.close()
-
-    await trio.to_thread.run_sync(expire, first.zk.session_credentials)
+    await trio.to_thread.run_sync(expire_session, zk_connect, first.zk.session_credentials)
 
     await eventually(lambda: second.is_active, what="the standby takes over")
     assert await controller_epoch(zk) == 2

@@ -383,6 +383,11 @@ def _talks_to_the_cluster(pid: int) -> bool:
     return False
 
 
+def _wait_until_at_work(process) -> None:
+    """Until the command has opened a socket (or exited): its code is loaded."""
+    wait_until(lambda: process.poll() is not None or _talks_to_the_cluster(process.pid), 60)
+
+
 def test_produce_typed_into_a_terminal_exits_130_on_ctrl_c(cluster):
     cli(cluster, "topics", "create", "typed", "--partitions", "1", "--replication-factor", "2")
     process, master = _on_a_terminal(cluster, "produce", "typed", "--acks", "all", "--report")
@@ -404,7 +409,7 @@ def test_cluster_watch_on_a_terminal_exits_130_on_ctrl_c(cluster):
         cluster, "cluster", "watch", "--interval", "0.5", "--no-groups"
     )
     try:
-        wait_until(lambda: process.poll() is not None or _talks_to_the_cluster(process.pid), 60)
+        _wait_until_at_work(process)
         time.sleep(2)  # a few frames
         os.write(master, b"\x03")
         code, _, err = _wait_exit(process)
@@ -428,7 +433,7 @@ def _interrupted(cluster, *args, stdin: bytes | None = None, after_s: float = 2.
         process.stdin.write(stdin)
         process.stdin.close()
         process.stdin = None  # communicate() must not flush it again
-    wait_until(lambda: process.poll() is not None or _talks_to_the_cluster(process.pid), 60)
+    _wait_until_at_work(process)
     time.sleep(after_s)
     assert process.poll() is None, (args, process.communicate())
     process.send_signal(signal.SIGINT)

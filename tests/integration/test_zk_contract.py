@@ -38,6 +38,7 @@ from server_common.zk import (
 )
 from server_common.zk_kazoo import KazooZooKeeper
 from tests.support.memory_zk import MemoryZooKeeper, MemoryZooKeeperServer
+from tests.support.zk_sessions import expire_session
 
 WAIT_S = 5.0  # the longest a real ZooKeeper may take to answer or notify
 SETTLE_S = 0.2  # how long kazoo gets to deliver a notification we expect not to come
@@ -60,15 +61,7 @@ class KazooBackend:
     async def expire(self, zk: KazooZooKeeper) -> None:
         """Expire the session the way ZooKeeper's own tests do: a second handle on it
         takes over the connection and closes the session."""
-        from kazoo.client import KazooClient
-
-        def take_over_and_close(credentials) -> None:
-            other = KazooClient(hosts=self.connect, client_id=credentials)
-            other.start(timeout=WAIT_S)
-            other.stop()
-            other.close()
-
-        await trio.to_thread.run_sync(take_over_and_close, zk.session_credentials)
+        await trio.to_thread.run_sync(expire_session, self.connect, zk.session_credentials)
 
     async def settle(self) -> None:
         await trio.sleep(SETTLE_S)
