@@ -35,6 +35,9 @@ class FetchPartitionRequest:
     current_leader_epoch: int
     partition_max_bytes: int
     log_start_offset: int = -1
+    # The topic id the fetcher named the topic by (16 bytes; b"": by name). A fetch
+    # session keeps it with the partition, so every answer names the topic as asked.
+    topic_id: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

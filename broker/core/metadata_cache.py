@@ -60,6 +60,7 @@ class MetadataCache:
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.topics: dict[str, dict[int, PartitionMetadata]] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}  # topic_ids inverted
         self.version = 0  # bumped on every update: waiters compare it
         self._remembered: dict[int, BrokerEndpoint] = {}
 
@@ -84,12 +85,16 @@ class MetadataCache:
                     deleted.append(tp)
                     if not parts:
                         del self.topics[tp.topic]
-                        self.topic_ids.pop(tp.topic, None)
+                        self._topic_names.pop(self.topic_ids.pop(tp.topic, ZERO_TOPIC_ID), None)
                 continue
             self.topics.setdefault(tp.topic, {})[tp.partition] = state
         for name, topic_id in (topic_ids or {}).items():
             if name in self.topics and topic_id != ZERO_TOPIC_ID:
+                previous = self.topic_ids.get(name)
+                if previous is not None and previous != topic_id:
+                    self._topic_names.pop(previous, None)
                 self.topic_ids[name] = topic_id
+                self._topic_names[topic_id] = name
         self.version += 1
         return deleted
 
@@ -102,9 +107,7 @@ class MetadataCache:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The topic with this id, None if none has it."""
-        if topic_id == ZERO_TOPIC_ID:
-            return None
-        return next((t for t, i in self.topic_ids.items() if i == topic_id), None)
+        return self._topic_names.get(topic_id)
 
     def contains_partition(self, tp: TopicPartition) -> bool:
         return tp.partition in self.topics.get(tp.topic, {})

@@ -12,6 +12,9 @@ broker's tuned paths: no work per record here, only per partition.
 A Fetch goes through the fetch sessions first (KIP-227, core/fetch_sessions.py): its
 session id and epoch pick the context that says which partitions to read (for an
 incremental fetch, the whole session) and which to answer, with what session id.
+A fetch may name topics by id (Kafka's Fetch v13+): each partition's request keeps the
+id (so does the session), and the answer names every topic as it was asked; an id no
+topic has, or that its name's topic no longer has, is answered UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.protocol.topic_ids import ZERO_TOPIC_ID_BYTES, topic_id_of_bytes
 from client.protocol.types import TopicPartition
 from server_common.network import NO_RESPONSE, Reply, error_answer
 
@@ -148,19 +152,29 @@ class DataPlaneHandlers:
             max_bytes=request.max_bytes,
         )
         partitions: dict[TopicPartition, FetchPartitionRequest] = {}
+        unknown_ids: dict[bytes, list[int]] = {}  # topics named by an id nobody has
         for topic in request.topics:
+            name = self._topic_name(topic.topic, topic.topic_id)
+            if name is None:
+                unknown_ids.setdefault(topic.topic_id, []).extend(
+                    part.partition for part in topic.partitions
+                )
+                continue
+            topic_id = b"" if topic.topic_id == ZERO_TOPIC_ID_BYTES else topic.topic_id
             for part in topic.partitions:
                 if part.partition_max_bytes < 0:
                     return error_answer(ErrorCode.INVALID_REQUEST, "negative partition_max_bytes")
-                partitions[TopicPartition(topic.topic, part.partition)] = FetchPartitionRequest(
+                partitions[TopicPartition(name, part.partition)] = FetchPartitionRequest(
                     fetch_offset=part.fetch_offset,
                     current_leader_epoch=part.current_leader_epoch,
                     partition_max_bytes=part.partition_max_bytes,
                     log_start_offset=part.log_start_offset,
+                    topic_id=topic_id,
                 )
         forgotten = [
-            TopicPartition(topic.topic, partition)
+            TopicPartition(name, partition)
             for topic in request.forgotten_topics_data
+            if (name := self._topic_name(topic.topic, topic.topic_id)) is not None
             for partition in topic.partitions
         ]
         now = self.now_ms()
@@ -175,31 +189,75 @@ class DataPlaneHandlers:
         reply = Reply()
 
         def respond(results) -> None:
-            reply.set(self._fetch_response(context.respond(results, self.now_ms())))
+            answer = context.respond(results, self.now_ms())
+            reply.set(self._fetch_response(answer, context.partitions, unknown_ids))
 
         self.rm.fetch_messages(now, params, context.partitions, respond)
         return reply
 
-    def _fetch_response(self, answer: FetchAnswer) -> m.FetchResponse:
-        by_topic: dict[str, list[m.FetchResponsePartition]] = {}
+    def _topic_name(self, name: str, topic_id: bytes) -> str | None:
+        """The topic a fetch names, by name or (Kafka's Fetch v13+) by id; None for an
+        id this broker does not know."""
+        if topic_id == ZERO_TOPIC_ID_BYTES:
+            return name
+        return self.cache.topic_name(topic_id_of_bytes(topic_id))
+
+    def _fetch_response(
+        self,
+        answer: FetchAnswer,
+        requests: dict[TopicPartition, FetchPartitionRequest],
+        unknown_ids: dict[bytes, list[int]],
+    ) -> m.FetchResponse:
+        """The answer, each topic named as the fetcher named it. A partition asked by a
+        topic id that now belongs to no topic, or to another topic of the same name
+        (deleted and created again since), is answered UNKNOWN_TOPIC_ID without data:
+        the fetcher refreshes its metadata."""
+        by_topic: dict[tuple[str, bytes], list[m.FetchResponsePartition]] = {}
         for tp, result in answer.partitions.items():
-            by_topic.setdefault(tp.topic, []).append(
+            asked = requests.get(tp)
+            topic_id = asked.topic_id if asked is not None else b""
+            code = self._not_hosted_code(tp, result.error_code)
+            records = result.records
+            if topic_id and self.cache.topic_id(tp.topic).bytes != topic_id:
+                code, records = ErrorCode.UNKNOWN_TOPIC_ID, b""
+            by_topic.setdefault((tp.topic, topic_id), []).append(
                 m.FetchResponsePartition(
                     partition=tp.partition,
-                    error_code=self._not_hosted_code(tp, result.error_code),
+                    error_code=code,
                     high_watermark=result.high_watermark,
                     last_stable_offset=result.high_watermark,
                     log_start_offset=result.log_start_offset,
-                    records=result.records,
+                    records=records,
+                )
+            )
+        topics = [
+            m.FetchResponseTopic(
+                topic=name, partitions=parts, topic_id=topic_id or ZERO_TOPIC_ID_BYTES
+            )
+            for (name, topic_id), parts in by_topic.items()
+        ]
+        for topic_id, partition_ids in unknown_ids.items():
+            topics.append(
+                m.FetchResponseTopic(
+                    topic="",
+                    topic_id=topic_id,
+                    partitions=[
+                        m.FetchResponsePartition(
+                            partition=partition,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                            high_watermark=-1,
+                            last_stable_offset=-1,
+                            log_start_offset=-1,
+                            records=b"",
+                        )
+                        for partition in partition_ids
+                    ],
                 )
             )
         return m.FetchResponse(
             throttle_time_ms=0,
             error_code=answer.error_code,
-            topics=[
-                m.FetchResponseTopic(topic=name, partitions=parts)
-                for name, parts in by_topic.items()
-            ],
+            topics=topics,
             session_id=answer.session_id,
         )
 

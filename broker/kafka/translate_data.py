@@ -21,7 +21,10 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
   id (and a session error, FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH, as
   the top-level error code with no partitions) comes back, so Kafka clients share the
   broker's session cache (broker/core/fetch_sessions.py) with its followers; v4-6 carry
-  no session fields and are sessionless (epoch -1).
+  no session fields and are sessionless (epoch -1). v13+ name topics (and forgotten
+  topics) by topic id: the native fetch takes the id and answers under it (an unknown
+  id is UNKNOWN_TOPIC_ID); v15's replica state, v16's leader hints and v17's directory
+  id are tagged fields a consumer leaves empty.
 - ListOffsets (earliest -2, latest -1, by timestamp, max timestamp -3 (v7, KIP-734),
   earliest local -4 (v8, KIP-405: the log start, there being no tiered storage)) and
   OffsetForLeaderEpoch, always as a consumer.
@@ -35,6 +38,7 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Any
 
 from broker.kafka.translation import (
@@ -53,7 +57,7 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.records import to_kafka_format
-from client.protocol.topic_ids import topic_id_bytes, topic_id_of_bytes
+from client.protocol.topic_ids import ZERO_TOPIC_ID_BYTES, topic_id_bytes, topic_id_of_bytes
 from server_common.network import NO_RESPONSE
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -279,12 +283,17 @@ def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
         session_id=int(getattr(request, "session_id", 0)),
         session_epoch=int(getattr(request, "session_epoch", -1)),
         forgotten_topics_data=[
-            m.FetchForgottenTopic(topic=t.topic, partitions=[int(p) for p in t.partitions])
+            m.FetchForgottenTopic(
+                topic=getattr(t, "topic", ""),
+                topic_id=_fetch_topic_id(t),
+                partitions=[int(p) for p in t.partitions],
+            )
             for t in getattr(request, "forgotten_topics_data", ())
         ],
         topics=[
             m.FetchTopic(
-                topic=t.topic,
+                topic=getattr(t, "topic", ""),
+                topic_id=_fetch_topic_id(t),
                 partitions=[
                     m.FetchPartition(
                         partition=p.partition,
@@ -302,8 +311,19 @@ def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
     )
 
 
+def _fetch_topic_id(topic: Any) -> bytes:
+    """The id a v13+ fetch names a topic by (16 bytes), zeros before v13. A v13+ topic
+    with the zero id (kio reads it as None) is named by the name "" (no topic has it)."""
+    if not hasattr(topic, "topic_id"):
+        return ZERO_TOPIC_ID_BYTES
+    return topic_id_bytes(topic.topic_id)
+
+
 def _fetch_response(
-    version: int, code: int, topics: list[tuple[str, list[dict]]], session_id: int = 0
+    version: int,
+    code: int,
+    topics: list[tuple[str, uuid.UUID | None, list[dict]]],
+    session_id: int = 0,
 ) -> Any:
     cls = response_class(ApiKey.FETCH, version)
     topic_cls = schema_class(cls, "FetchableTopicResponse")
@@ -317,11 +337,12 @@ def _fetch_response(
             build(
                 topic_cls,
                 topic=name,
+                topic_id=topic_id,
                 partitions=tuple(
                     build(partition_cls, aborted_transactions=(), **p) for p in partitions
                 ),
             )
-            for name, partitions in topics
+            for name, topic_id, partitions in topics
         ),
     )
 
@@ -333,6 +354,7 @@ def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
         [
             (
                 t.topic,
+                topic_id_of_bytes(t.topic_id),
                 [
                     dict(
                         partition_index=p.partition,
@@ -360,6 +382,7 @@ def _fetch_error(request: Any, version: int, code: int) -> Any:
         [
             (
                 t.topic,
+                None,
                 [
                     dict(
                         partition_index=p.partition,
@@ -380,7 +403,7 @@ def _fetch_error(request: Any, version: int, code: int) -> Any:
 FETCH = Translation(
     api_key=ApiKey.FETCH,
     min_version=4,
-    max_version=12,
+    max_version=17,
     to_native=_fetch_to_native,
     from_native=_fetch_from_native,
     error_response=_fetch_error,

@@ -14,9 +14,10 @@ decoder (wire.py, given `supported` by broker/server.py) read the merged table.
 
 Data-plane ranges (translate_data.py) and why they stop where they do:
 - Produce 3-9: v3 is the first with v2 record batches; v10+ add KIP-951 leader hints.
-- Fetch 4-12: v13+ name topics by topic id, which the native fetch does not take. v7+
-  carry fetch sessions (KIP-227), kept by the broker's session cache; v4-6 are
-  sessionless.
+- Fetch 4-17: v7+ carry fetch sessions (KIP-227), kept by the broker's session cache;
+  v4-6 are sessionless. v13+ name topics by topic id (Kafka 3.1; @platformatic/kafka
+  fetches only so); v14-17 add nothing a consumer sends (tiered storage, KIP-903's
+  replica state, KIP-951's leader hints, KIP-853's directory id); v18 is KRaft-only.
 - ListOffsets 1-8: v7 adds MAX_TIMESTAMP (-3, KIP-734), v8 EARLIEST_LOCAL_TIMESTAMP (-4,
   the log start: no tiered storage); v9's LATEST_TIERED (-5) would be meaningless here.
 - Metadata 0-12: v10+ answer topic ids, v12 may ask by topic id; v13 adds nothing a

@@ -6,9 +6,9 @@ test checks. kafkajs: an admin creates a topic (RF 3, min.insync.replicas=2) and
 its metadata and configs, an idempotent gzip producer writes keyed records with acks=all,
 a consumer-group member reads every one back intact, and the admin deletes the topic.
 @platformatic/kafka (1.x, which speaks only recent versions: CreateTopics 7, DeleteTopics
-6, Metadata 9-12, Produce 7+): an admin creates a topic, a producer writes to it with
-acks=all, the admin deletes it. (Its consumer asks Fetch v12 with topic ids where names
-belong, so it needs Fetch 13+, which the listener does not serve yet.)
+6, Metadata 9-12, Produce 7+, FindCoordinator 4, OffsetFetch 8, JoinGroup 9, Fetch 13+
+naming topics by id): an admin creates a topic, a producer writes to it with acks=all,
+three consumers in one group read every record back, the admin deletes it.
 """
 
 from __future__ import annotations
@@ -75,10 +75,11 @@ def test_kafkajs_admin_idempotent_gzip_producer_and_group_consumer(cluster):
     assert result["deleted"] is True
 
 
-def test_platformatic_admin_creates_and_deletes_topics_and_its_producer_writes(cluster):
+def test_platformatic_admin_producer_and_a_three_member_consumer_group(cluster):
     bootstrap = cluster.state.kafka_bootstrap_servers
-    result = run_node("platformatic_roundtrip.mjs", bootstrap, "platformatic-rt", "500", "0")
+    result = run_node("platformatic_roundtrip.mjs", bootstrap, "platformatic-rt", "500", "3")
     assert "failed" not in result, result
     assert result["created"] == [{"name": "platformatic-rt", "partitions": 3}]
     assert result["partitions"] == 3 and result["produced"] == 500
+    assert result["consumed"] == 500 and result["intact"] is True
     assert result["deleted"] is True

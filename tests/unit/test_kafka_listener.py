@@ -28,6 +28,7 @@ from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.fetch.v17 import request as fetch_v17
 from kio.schema.list_offsets.v6 import request as list_offsets_v6
 from kio.schema.metadata.v0 import request as metadata_v0
 from kio.schema.metadata.v11 import request as metadata_v11
@@ -277,7 +278,7 @@ async def test_api_versions_and_metadata_describe_the_kafka_listener():
             ApiVersionsRequest(client_software_name="test", client_software_version="1")
         )
         advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-        assert advertised[0] == (3, 9) and advertised[1] == (4, 12) and advertised[18] == (0, 3)
+        assert advertised[0] == (3, 9) and advertised[1] == (4, 17) and advertised[18] == (0, 3)
 
         metadata = await wire.call(
             metadata_v12.MetadataRequest(
@@ -700,6 +701,108 @@ async def test_fetch_max_bytes_sessions_fencing_and_old_versions():
         part = only_partition(old)
         assert part.high_watermark == 5
         assert [o for o, *_ in read_records(part.records)] == [3, 4]
+        await wire.aclose()
+
+
+def fetch_by_id(
+    *topics: tuple[uuid.UUID, int],
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: tuple[uuid.UUID, ...] = (),
+):
+    """A Fetch v17 (topics named by id, as Kafka 3.1+ clients send) of (topic id, offset)
+    for partition 0 of each topic."""
+    return fetch_v17.FetchRequest(
+        max_wait=datetime.timedelta(0),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=tuple(
+            fetch_v17.FetchTopic(
+                topic_id=topic_id,
+                partitions=(
+                    fetch_v17.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
+                    ),
+                ),
+            )
+            for topic_id, offset in topics
+        ),
+        forgotten_topics_data=tuple(
+            fetch_v17.ForgottenTopic(topic_id=topic_id, partitions=(0,)) for topic_id in forgotten
+        ),
+        rack_id="",
+    )
+
+
+def by_topic_id(response) -> dict[uuid.UUID, tuple[int, list]]:
+    return {
+        t.topic_id: (p.error_code, [v for _, _, v, _ in read_records(p.records)])
+        for t in response.responses
+        for p in t.partitions
+    }
+
+
+async def test_fetch_v13_and_later_name_topics_by_id_in_and_out_of_sessions():
+    async with kafka_cluster(1, topics={"t": 1, "u": 1}) as cluster:
+        ids = dict(cluster.controller.context.topic_ids)
+        wire = await KafkaWire.open(cluster, 1)
+        await wire.call(produce_request("t", 0, kafka_batch(b"t0", b"t1")))
+        await wire.call(produce_request("u", 0, kafka_batch(b"u0")))
+        stranger = uuid.uuid4()
+
+        # A full fetch: each topic answered under its id, an unknown id told so.
+        full = await wire.call(
+            fetch_by_id((ids["t"], 0), (ids["u"], 0), (stranger, 0), session_epoch=0)
+        )
+        assert full.error_code == NONE and full.session_id != 0
+        assert by_topic_id(full) == {
+            ids["t"]: (NONE, [b"t0", b"t1"]),
+            ids["u"]: (NONE, [b"u0"]),
+            stranger: (UNKNOWN_TOPIC_ID, []),
+        }
+
+        # In the session: only what changed comes back, still under its id; a topic
+        # forgotten by id is not answered again.
+        await wire.call(produce_request("t", 0, kafka_batch(b"t2")))
+        incremental = await wire.call(
+            fetch_by_id(
+                (ids["t"], 2), session_id=full.session_id, session_epoch=1, forgotten=(ids["u"],)
+            )
+        )
+        assert by_topic_id(incremental) == {ids["t"]: (NONE, [b"t2"])}
+        await wire.call(produce_request("u", 0, kafka_batch(b"u1")))
+        quiet = await wire.call(
+            fetch_by_id((ids["t"], 3), session_id=full.session_id, session_epoch=2)
+        )
+        assert by_topic_id(quiet) == {}
+
+        # "t" deleted and created again: a new id. The session's partition, asked under
+        # the old id, is answered UNKNOWN_TOPIC_ID (no data of the new topic under the
+        # old id), and so is a fetch by the old id; the new id reads the new topic.
+        await wire.call(
+            delete_topics_v6.DeleteTopicsRequest(
+                topics=(delete_topics_v6.DeleteTopicState(name="t", topic_id=None),),
+                timeout=datetime.timedelta(seconds=30),
+            )
+        )
+        with trio.fail_after(10):
+            while True:  # the topic's znode goes when the controller has deleted it
+                try:
+                    await cluster.create_topic("t", 1)
+                    break
+                except ValueError:
+                    await trio.sleep(0.05)
+        new_id = cluster.controller.context.topic_ids["t"]
+        assert new_id != ids["t"]
+        await wire.call(produce_request("t", 0, kafka_batch(b"new")))
+        stale = await wire.call(fetch_by_id(session_id=full.session_id, session_epoch=3))
+        assert by_topic_id(stale) == {ids["t"]: (UNKNOWN_TOPIC_ID, [])}
+        old = await wire.call(fetch_by_id((ids["t"], 0)))
+        assert by_topic_id(old) == {ids["t"]: (UNKNOWN_TOPIC_ID, [])}
+        fresh = await wire.call(fetch_by_id((new_id, 0)))
+        assert by_topic_id(fresh) == {new_id: (NONE, [b"new"])}
         await wire.aclose()
 
 

@@ -180,10 +180,10 @@ def test_api_versions_of_an_unknown_version_gets_the_list_in_a_v0_body():
     assert conn.next_request() is None  # the connection goes on
 
 
-@pytest.mark.parametrize("api_key,version", [(1, 13), (3, 13)], ids=["fetch", "metadata"])
+@pytest.mark.parametrize("api_key,version", [(1, 18), (3, 13)], ids=["fetch", "metadata"])
 def test_an_unsupported_version_with_a_top_level_error_code_is_answered(api_key, version):
-    """Fetch v13 (topic ids) and Metadata v13 are not advertised; their responses have a
-    top-level error code, so the client hears why."""
+    """Fetch v18 (KRaft followers) and Metadata v13 are not advertised; their responses
+    have a top-level error code, so the client hears why."""
     assert versions.supported()[api_key][1] < version
     body = struct.pack(">hhi", api_key, version, 8) + b"\x00\x00" + b"\x00" + b"rest"
     conn = connection()

@@ -13,6 +13,7 @@ without one; ListOffsets asks a leader for an offset by time, for the log start 
 from __future__ import annotations
 
 from client.protocol.schema import empty_list, struct
+from client.protocol.topic_ids import ZERO_TOPIC_ID_BYTES
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest constants): the log end (the
 # high watermark for a consumer), the log start, the record with the largest timestamp
@@ -85,14 +86,18 @@ class FetchPartition:
 
 @struct
 class FetchTopic:
-    topic: str
+    topic: str  # "" when the topic is named by its id
     partitions: list[FetchPartition]
+    # The topic id (16 bytes, client/protocol/topic_ids.py): when not zero, the topic is
+    # named by it (Kafka's Fetch v13+) and the answer names it the same way.
+    topic_id: bytes = ZERO_TOPIC_ID_BYTES
 
 
 @struct
 class FetchForgottenTopic:
     topic: str
     partitions: list[int]
+    topic_id: bytes = ZERO_TOPIC_ID_BYTES  # as in FetchTopic
 
 
 @struct
@@ -125,6 +130,7 @@ class FetchResponsePartition:
 class FetchResponseTopic:
     topic: str
     partitions: list[FetchResponsePartition]
+    topic_id: bytes = ZERO_TOPIC_ID_BYTES  # the id the request named the topic by, if any
 
 
 @struct
