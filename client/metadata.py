@@ -14,7 +14,10 @@ How it works:
   paused, dead or foreign first address costs about a second, not a request timeout.
   If none answers it raises `NoBrokersAvailableError` ("cannot reach any broker at
   HOST:PORT (...)", with every address's reason). It asks for the topics of interest
-  (`add_topics`), or every topic when built with `all_topics=True` (admin).
+  (`add_topics`), or every topic when built with `all_topics=True` (admin). Built with
+  `allow_auto_create_topics=True` it lets the broker create a topic it is asked for
+  that does not exist (when the broker's `auto.create.topics.enable` allows it), as
+  Kafka clients do; the topic is then LEADER_NOT_AVAILABLE until its leaders are known.
 - Staleness and backoff as Kafka's `metadata.max.age.ms` and `retry.backoff.ms`: a
   producer or consumer calls `request_update()` after a retriable error (stale leader);
   the background task `run()` refreshes when an update was requested (at most once per
@@ -284,10 +287,12 @@ class Metadata:
         max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        allow_auto_create_topics: bool = False,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self._pool = pool
         self._all_topics = all_topics
+        self.allow_auto_create_topics = allow_auto_create_topics
         self.max_age_ms = max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
@@ -356,7 +361,7 @@ class Metadata:
         self.last_attempt_ms = current_ms()
         request = m.MetadataRequest(
             topics=None if self._all_topics else sorted(self._topics),
-            allow_auto_topic_creation=False,
+            allow_auto_topic_creation=self.allow_auto_create_topics and not self._all_topics,
         )
         answered = await self._race(request)
         if answered is not None:

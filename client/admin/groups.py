@@ -184,9 +184,7 @@ class GroupAdmin(AdminBase):
                 out[tp] = committed.offset
         return out
 
-    async def alter_group_offsets(
-        self, group_id: str, offsets: Mapping[PartitionKey, int]
-    ) -> None:
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[PartitionKey, int]) -> None:
         """Set the group's committed offsets (the group must be Empty: no members);
         raises `GroupOffsetsError` naming the failed partitions."""
         wanted = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}

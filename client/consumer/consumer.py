@@ -30,7 +30,9 @@ resolver looks the group's committed offset up (else `auto_offset_reset` applies
 the fetcher leaves them alone. `assign()` with a group id starts partitions the same way
 and commits with no membership (generation -1). `commit()`, `commit_async()` and
 `committed()` go to the group's coordinator. Leaving the `open_consumer` block commits
-(auto-commit on) and leaves the group.
+(auto-commit on) and leaves the group. With `allow_auto_create_topics=True` (Kafka's
+`allow.auto.create.topics`; off by default here) a subscribed topic that does not exist
+is created by the broker, if its `auto.create.topics.enable` allows.
 
 `async with open_consumer("host:port", auto_offset_reset="earliest") as consumer:`
 builds one. Timings use `trio.current_time()` (MockClock in tests).
@@ -91,6 +93,7 @@ class Consumer:
         partition_assignment_strategy: Iterable[Any] | str = ("range",),
         coordinator_pool: ConnectionPool | None = None,
         client_id: str | None = None,
+        allow_auto_create_topics: bool = False,
         connector: Connector | None = None,
     ) -> None:
         if auto_offset_reset not in (EARLIEST, LATEST, NONE):
@@ -108,6 +111,7 @@ class Consumer:
             max_age_ms=int(metadata_max_age_ms),
             retry_backoff_ms=int(retry_backoff_ms),
             request_timeout_ms=int(request_timeout_ms),
+            allow_auto_create_topics=allow_auto_create_topics,
         )
         self.subscriptions = SubscriptionState(auto_offset_reset, group=group_id is not None)
         self.fetcher = Fetcher(

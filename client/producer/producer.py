@@ -25,6 +25,11 @@ How it works: `Producer` wires the parts and holds the API; the work is theirs:
   every batch with its sequence, so that retries write nothing twice. (The first batch
   waits for the producer id, so it may gather more records than it would have
   otherwise.) Like Kafka 3.x, `acks` defaults to all.
+- A topic that does not exist raises `UnknownTopicError` from `send()`, unless built
+  with `allow_auto_create_topics=True`: then, as Kafka's producer does, the metadata
+  request lets the broker create it (when its `auto.create.topics.enable` allows) with
+  the broker's `num.partitions` and `default.replication.factor`. Off by default, so a
+  misspelt topic is an error rather than a new topic.
 - `flush()` makes every buffered batch ready at once and waits for the records sent
   before it; `aclose()` refuses new records, flushes and stops; `abort()` fails what is
   unfinished at once.
@@ -98,6 +103,7 @@ class Producer:
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: float = 60_000,
         metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
+        allow_auto_create_topics: bool = False,
         partitioner: DefaultPartitioner | None = None,
         on_retry: Callable[[TopicPartition, BaseException], None] | None = None,
     ) -> None:
@@ -136,6 +142,7 @@ class Producer:
             max_age_ms=int(metadata_max_age_ms),
             retry_backoff_ms=int(retry_backoff_ms),
             request_timeout_ms=int(request_timeout_ms),
+            allow_auto_create_topics=allow_auto_create_topics,
         )
         self.partitioner = partitioner or DefaultPartitioner()
         self.idempotence = IdempotenceManager(self.idempotent)

@@ -371,6 +371,17 @@ async def test_unknown_topic_and_bad_partition_and_big_record_raise(autojump_clo
                 await p.send("t", 12345)  # type: ignore[arg-type]
 
 
+async def test_a_producer_that_allows_it_has_a_new_topic_created(autojump_clock):
+    async with open_test_cluster(2, broker_settings={"num.partitions": "3"}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), allow_auto_create_topics=True
+        ) as p:
+            metadata = await (await p.send("fresh", b"v", partition=2))
+            assert (metadata.topic, metadata.partition, metadata.offset) == ("fresh", 2, 0)
+        assert cluster.values(("fresh", 2)) == [b"v"]
+        assert len(cluster.controller.context.partitions_of("fresh")) == 3
+
+
 async def test_no_reachable_broker_fails_at_once(autojump_clock):
     async with open_test_cluster() as cluster:
         await cluster.stop_broker(1)
