@@ -58,6 +58,11 @@ await consumer.disconnect();
 result.consumed = seen.size;
 result.intact = [...seen].every(([k, v]) => k.slice(2) === v.slice(2));
 await admin.deleteTopics({ topics: [topic] });
+// The answer comes once the broker asked has dropped the topic; the others may take a
+// moment more (Kafka's DeleteTopics is the same), and listTopics may ask any of them.
+for (let i = 0; i < 50 && (await admin.listTopics()).includes(topic); i++) {
+  await new Promise((resolve) => setTimeout(resolve, 200));
+}
 result.deleted = !(await admin.listTopics()).includes(topic);
 await admin.disconnect();
 console.log(JSON.stringify(result));
