@@ -13,7 +13,9 @@
 - `server_main`, `logging_setup`: the edges of a server process (command line, logging,
   signals); `malloc_tuning`: glibc malloc settings so a server's RSS falls after a
   burst; `jsonl`: the append-only, rotated JSON-lines files (events, metrics) servers
-  leave for the Spark analytics.
+  leave for the Spark analytics;
+- `security/`: who a connection is (`principal`: Kafka's principals, and the principal
+  of the request being served).
 
 It depends on `client.protocol`, and on `client.connection` for `TcpTransport.connect`
 (network.py); `broker`, `controller` and `tools` depend on it.
