@@ -237,7 +237,8 @@ def test_with_the_first_bootstrap_broker_paused_commands_take_seconds(cluster):
         cli(cluster, "topics", "create", topic, "--partitions", "3", "--replication-factor", "2")
     # The same commands with every broker answering, measured now: a busy machine's slow
     # process start then counts on both sides, and the bound is on what the paused broker
-    # adds (the 3 s bootstrap handshake timeout, once, and not the 30 s request timeout).
+    # adds: the 3 s bootstrap handshake timeout, once, and not the 30 s request timeout.
+    # The bound sits between the two (a loaded machine stretches the first: CI saw +4.4 s).
     normal = _describe_produce_consume(cluster, "control", bootstrap(cluster, 1))
     cluster.pause("1")
     try:
@@ -246,7 +247,7 @@ def test_with_the_first_bootstrap_broker_paused_commands_take_seconds(cluster):
         timings = _describe_produce_consume(cluster, "demo", bootstrap(cluster, 1))
         print("first bootstrap broker paused:", {k: round(v, 2) for k, v in timings.items()})
         print("every broker answering:", {k: round(v, 2) for k, v in normal.items()})
-        assert all(timings[k] < normal[k] + 4 for k in timings), (timings, normal)
+        assert all(timings[k] < normal[k] + 12 for k in timings), (timings, normal)
     finally:
         cluster.resume("1")
     wait_until(lambda: 1 in read_cluster(cluster.state.zookeeper_connect).brokers, 30, 0.3)
