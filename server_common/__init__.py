@@ -15,7 +15,7 @@
   burst; `jsonl`: the append-only, rotated JSON-lines files (events, metrics) servers
   leave for the Spark analytics;
 - `security/`: who a connection is (`principal`: Kafka's principals, and the principal
-  of the request being served).
+  of the request being served) and what it may do (`acls`: the authorizer's rules).
 
 It depends on `client.protocol`, and on `client.connection` for `TcpTransport.connect`
 (network.py); `broker`, `controller` and `tools` depend on it.
