@@ -9,7 +9,8 @@
 - `properties`: typed configuration in Kafka's style (properties files, overrides);
 - `zk`: the ZooKeeper seam (an interface with its own errors and values),
   `zk_kazoo`: its implementation on kazoo (the only module that imports kazoo), and
-  `zkdata`: the JSON layout of every znode, as Kafka 2.x writes it;
+  `zkdata`: the JSON layout of every znode, as Kafka 2.x writes it, and `zkdata_acls`:
+  the ACL znodes and their change notifications (Kafka 2.8's AclAuthorizer layout);
 - `server_main`, `logging_setup`: the edges of a server process (command line, logging,
   signals); `malloc_tuning`: glibc malloc settings so a server's RSS falls after a
   burst; `jsonl`: the append-only, rotated JSON-lines files (events, metrics) servers
