@@ -23,75 +23,28 @@ pattern that would apply to the named resource). The enum values are Kafka's wir
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from client.protocol.acl_types import AclOperation, PatternType, PermissionType, ResourceType
+
+__all__ = [
+    "CLUSTER_NAME",
+    "AccessControlEntry",
+    "AclAuthorizer",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "PatternType",
+    "PermissionType",
+    "ResourcePattern",
+    "ResourceType",
+]
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
-
-
-class _Named(enum.IntEnum):
-    """An enum with Kafka's wire codes and its AclAuthorizer names ("Topic", "Read")."""
-
-    @property
-    def title(self) -> str:
-        return _TITLES.get(self.name, "".join(w.capitalize() for w in self.name.split("_")))
-
-    @classmethod
-    def parse(cls, text: str):
-        """From "Topic", "TOPIC", "topic", "cluster_action" or "ClusterAction"."""
-        key = text.replace("-", "").replace("_", "").upper()
-        for member in cls:
-            if member.name.replace("_", "") == key:
-                return member
-        raise ValueError(f"unknown {cls.__name__}: {text[:100]!r}")
-
-
-_TITLES = {"TRANSACTIONAL_ID": "TransactionalId"}
-
-
-class ResourceType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-
-
-class PatternType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-class PermissionType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 # The resource types, pattern types, operations and permissions an ACL may hold.
