@@ -305,6 +305,7 @@ class BrokerServer:
             self.acls.authorizer,
             self.metadata_cache,
             trusted_listener=self.config.inter_broker_listener if trusted else None,
+            auto_create_topics=self.config["auto.create.topics.enable"],
         )
 
     def _replicas_changed(self) -> None:

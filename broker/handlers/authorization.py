@@ -76,10 +76,12 @@ class Authorization:
         metadata_cache: MetadataCache,
         *,
         trusted_listener: str | None = None,
+        auto_create_topics: bool = False,
     ) -> None:
         self.authorizer = authorizer
         self.cache = metadata_cache
         self.trusted_listener = trusted_listener
+        self.auto_create_topics = auto_create_topics
 
     def check(self, listener: str | None) -> Check:
         trusted = (
@@ -87,7 +89,9 @@ class Authorization:
             and listener == self.trusted_listener
             and current_principal() == ANONYMOUS
         )
-        return Check(self.authorizer, self.cache, trusted)
+        return Check(
+            self.authorizer, self.cache, trusted, auto_create_topics=self.auto_create_topics
+        )
 
     async def handle(self, api_key: int, request: Any, listener: str | None, call: Call) -> Any:
         rule = _RULES.get(api_key)
@@ -148,7 +152,7 @@ async def _fetch(check: Check, request: m.FetchRequest, call: Call) -> Any:
             )
         return await call(request)
 
-    def name(topic: m.FetchTopic) -> str:
+    def name(topic: m.FetchTopic | m.FetchResponseTopic) -> str:
         if topic.topic or not any(topic.topic_id):
             return topic.topic
         # Named by id (Fetch v13+): an id no topic has is the handler's UNKNOWN_TOPIC_ID.
@@ -171,7 +175,7 @@ async def _fetch(check: Check, request: m.FetchRequest, call: Call) -> Any:
             ],
         )
 
-    return await by_topic(
+    outcome = await by_topic(
         check,
         request,
         call,
@@ -184,6 +188,34 @@ async def _fetch(check: Check, request: m.FetchRequest, call: Call) -> Any:
             throttle_time_ms=0, error_code=0, topics=refused, session_id=0
         ),
     )
+    if request.session_epoch <= 0:
+        return outcome
+
+    # An incremental fetch also reads the session's other partitions: an ACL removed
+    # since they joined it refuses them too (Kafka checks every partition of the session).
+    def refuse_session_partitions(response: m.FetchResponse) -> m.FetchResponse:
+        topics = [
+            t
+            if not name(t) or check.topic(Op.READ, name(t))
+            else replace(
+                t,
+                partitions=[
+                    replace(
+                        p,
+                        error_code=TOPIC_DENIED,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        records=b"",
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in response.topics
+        ]
+        return replace(response, topics=topics)
+
+    return then(outcome, refuse_session_partitions)
 
 
 async def _list_offsets(check: Check, request: m.ListOffsetsRequest, call: Call) -> Any:
@@ -328,6 +360,7 @@ async def _metadata(check: Check, request: m.MetadataRequest, call: Call) -> Any
             refused.append(name)
         elif (
             request.allow_auto_topic_creation
+            and check.auto_create_topics
             and not check.cache.contains_topic(name)
             and not (may_create or check.topic(Op.CREATE, name))
         ):

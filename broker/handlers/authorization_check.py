@@ -34,14 +34,22 @@ Call = Callable[[Any], Awaitable[Any]]
 class Check:
     """May this request's principal, from this host, do `op` on a resource?"""
 
-    __slots__ = ("authorizer", "principal", "host", "superuser", "cache")
+    __slots__ = ("authorizer", "principal", "host", "superuser", "cache", "auto_create_topics")
 
-    def __init__(self, authorizer: AclAuthorizer, cache: MetadataCache, superuser: bool):
+    def __init__(
+        self,
+        authorizer: AclAuthorizer,
+        cache: MetadataCache,
+        superuser: bool,
+        *,
+        auto_create_topics: bool = False,
+    ):
         self.authorizer = authorizer
         self.principal = str(current_principal())
         self.host = client_host()
         self.superuser = superuser
-        self.cache = cache
+        self.cache = cache  # names topics asked for by id
+        self.auto_create_topics = auto_create_topics  # auto.create.topics.enable
 
     def __call__(self, op: AclOperation, rtype: ResourceType, name: str) -> bool:
         return self.superuser or self.authorizer.authorize(

@@ -78,7 +78,10 @@ def produce(*topics: str) -> m.ProduceRequest:
 
 
 def codes(response) -> dict[str, set[int]]:
-    return {t.name: {p.error_code for p in t.partitions} for t in response.topics}
+    def name(t):
+        return getattr(t, "name", None) or t.topic
+
+    return {name(t): {p.error_code for p in t.partitions} for t in response.topics}
 
 
 async def test_write_acl_lets_bob_produce_to_one_topic_and_not_the_other(autojump_clock):
@@ -204,3 +207,98 @@ async def test_without_an_authorizer_acl_apis_are_security_disabled(autojump_clo
         assert disabled.value.code is ErrorCode.SECURITY_DISABLED
         results = await admin.create_acls([Acl(TOPIC, "t", "User:bob", Op.READ)])
         assert results[0] is not None and results[0].code is ErrorCode.SECURITY_DISABLED
+
+
+def fetch(*, session_id=0, epoch=-1, topics=("orders",), replica_id=-1) -> m.FetchRequest:
+    return m.FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[
+            m.FetchTopic(
+                topic=t,
+                partitions=[
+                    m.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                ],
+            )
+            for t in topics
+        ],
+    )
+
+
+async def test_fetch_sessions_follower_fetches_and_producer_ids(autojump_clock):
+    async with secured() as (cluster, admin):
+        await admin.create_acls([Acl(TOPIC, "orders", "User:bob", Op.READ)])
+        async with as_user(cluster, "User:bob") as bob:
+            opened = await bob(fetch(epoch=0, topics=("orders", "secret")))
+            assert codes(opened) == {
+                "orders": {ErrorCode.NONE},
+                "secret": {ErrorCode.TOPIC_AUTHORIZATION_FAILED},
+            }
+            assert opened.session_id != 0
+            # The ACL goes: the session's partition is refused in the next incremental fetch.
+            await admin.delete_acls([AclFilter(TOPIC, "orders")])
+            await bob(produce("orders"))  # refused, but something for the session to read
+            async with as_user(cluster, "User:admin") as admin_requests:
+                await admin_requests(produce("orders"))
+            later = await bob(fetch(session_id=opened.session_id, epoch=1, topics=()))
+            assert codes(later) == {"orders": {ErrorCode.TOPIC_AUTHORIZATION_FAILED}}
+            assert all(p.records == b"" for t in later.topics for p in t.partitions)
+
+            follower = await bob(fetch(replica_id=7))
+            assert follower.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            ids = await bob(m.InitProducerIdRequest())
+            assert ids.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        await admin.create_acls(
+            [Acl(ResourceType.CLUSTER, "kafka-cluster", "User:bob", Op.IDEMPOTENT_WRITE)]
+        )
+        async with as_user(cluster, "User:bob") as bob:
+            ids = await bob(m.InitProducerIdRequest())
+            assert ids.error_code == ErrorCode.NONE and ids.producer_id >= 0
+
+
+async def test_topic_admin_needs_create_delete_and_alter(autojump_clock):
+    async with secured() as (cluster, admin):
+        await admin.create_acls(
+            [
+                Acl(TOPIC, "new-", "User:bob", Op.CREATE, pattern_type=PatternType.PREFIXED),
+                Acl(TOPIC, "orders", "User:bob", Op.ALTER_CONFIGS),
+            ]
+        )
+        async with as_user(cluster, "User:bob") as bob:
+            created = await bob(
+                m.CreateTopicsRequest(
+                    topics=[
+                        m.CreateTopicsTopic(name="new-1", num_partitions=1, replication_factor=1),
+                        m.CreateTopicsTopic(name="other", num_partitions=1, replication_factor=1),
+                    ],
+                    timeout_ms=10_000,
+                )
+            )
+            assert {t.name: t.error_code for t in created.topics} == {
+                "new-1": ErrorCode.NONE,
+                "other": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            }
+            deleted = await bob(m.DeleteTopicsRequest(topic_names=["orders"], timeout_ms=10_000))
+            assert deleted.responses[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            described = await bob(
+                m.DescribeConfigsRequest(
+                    resources=[
+                        m.DescribeConfigsResource(resource_type=2, resource_name="orders"),
+                        m.DescribeConfigsResource(resource_type=2, resource_name="secret"),
+                        m.DescribeConfigsResource(resource_type=4, resource_name=""),
+                    ]
+                )
+            )
+            assert {r.resource_name: r.error_code for r in described.results} == {
+                "orders": ErrorCode.NONE,  # AlterConfigs implies DescribeConfigs
+                "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            }
+            with pytest.raises(TributaryError) as elect:
+                await bob(m.ElectLeadersRequest(topic_partitions=None, timeout_ms=1000))
+            assert elect.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert "new-1" in await admin.list_topics()
