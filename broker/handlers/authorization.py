@@ -27,8 +27,10 @@ Topic; configs DescribeConfigs/AlterConfigs on the Topic or the Cluster (broker
 resources); FindCoordinator, DescribeGroups, OffsetFetch Describe Group; Join, Sync,
 Heartbeat, Leave, OffsetCommit Read Group (commits Read Topic too); ListGroups Describe
 Cluster, or only the groups it may Describe; DeleteGroups, OffsetDelete Delete Group;
-InitProducerId IdempotentWrite Cluster (Kafka 2.8's rule: KIP-679's "or Write on any
-topic" is not applied); ElectLeaders, AlterPartitionReassignments Alter Cluster;
+InitProducerId IdempotentWrite Cluster or Write on any topic (KIP-679, Kafka 3.0's
+relaxation, chosen because Tributary's producer, like Kafka 3's, is idempotent by
+default; so a Produce of idempotent batches needs only Write on its topics, as in
+3.0); ElectLeaders, AlterPartitionReassignments Alter Cluster;
 ListPartitionReassignments, DescribeLogDirs Describe Cluster; DescribeProducers Read
 Topic; LeaderAndIsr, UpdateMetadata, StopReplica ClusterAction Cluster; Tributary's
 VerifyLogDirs (a scrub that may repair) Alter Cluster; DescribeAcls Describe Cluster,
@@ -306,8 +308,17 @@ async def _init_producer_id(check: Check, request: m.InitProducerIdRequest, call
     if request.transactional_id is not None:
         allowed = check(Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         code = TXN_DENIED
-    else:
-        allowed, code = check.cluster(Op.IDEMPOTENT_WRITE), CLUSTER_DENIED
+    else:  # KIP-679 (Kafka 3.0): IdempotentWrite on the cluster, or Write on any topic
+        allowed = (
+            check.cluster(Op.IDEMPOTENT_WRITE)
+            or check.superuser
+            or (
+                check.authorizer.authorize_by_resource_type(
+                    check.principal, check.host, Op.WRITE, ResourceType.TOPIC
+                )
+            )
+        )
+        code = CLUSTER_DENIED
     if not allowed:
         return m.InitProducerIdResponse(
             throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1

@@ -233,6 +233,38 @@ class AclAuthorizer:
         allowing = IMPLIED_BY.get(operation, frozenset({operation}))
         return _any_match(acls, principal, host, allowing, PermissionType.ALLOW)
 
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """May the principal do `operation` on some resource of the type? (Kafka 3.0's
+        Authorizer.authorizeByResourceType, KIP-679: an allow on a literal name, on "*"
+        or on a prefix that no deny on the same name, on "*" or on a shorter prefix
+        shadows.)"""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True  # super users, and allow.everyone.if.no.acl.found with no ACL
+        patterns: dict[tuple[PermissionType, PatternType], set[str]] = {}
+        for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+            for name, entries in self._acls.get((resource_type, pattern_type), {}).items():
+                for e in entries:
+                    if (
+                        e.principal in (principal, WILDCARD_PRINCIPAL)
+                        and e.host in (host, WILDCARD_HOST)
+                        and e.operation in (operation, AclOperation.ALL)
+                    ):
+                        patterns.setdefault((e.permission, pattern_type), set()).add(name)
+        deny_literal = patterns.get((PermissionType.DENY, PatternType.LITERAL), set())
+        deny_prefixed = patterns.get((PermissionType.DENY, PatternType.PREFIXED), set())
+        allow_literal = patterns.get((PermissionType.ALLOW, PatternType.LITERAL), set())
+        allow_prefixed = patterns.get((PermissionType.ALLOW, PatternType.PREFIXED), set())
+        if WILDCARD_RESOURCE in deny_literal:
+            return False
+        if WILDCARD_RESOURCE in allow_literal:
+            return True
+        for name in allow_literal:
+            if name not in deny_literal and not any(name.startswith(d) for d in deny_prefixed):
+                return True
+        return any(not any(name.startswith(d) for d in deny_prefixed) for name in allow_prefixed)
+
 
 def _any_match(
     acls: list[AccessControlEntry],

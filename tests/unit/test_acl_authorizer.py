@@ -224,3 +224,29 @@ def test_filters_select_what_kafka_selects(bindings, selector):
         AclBinding(p, e) for p, e in bindings if reference_filter(selector, AclBinding(p, e))
     }
     assert got == expected
+
+
+def test_write_on_any_topic_kip_679():
+    def by_type(*bindings, **kwargs) -> bool:
+        return authorizer(*bindings, **kwargs).authorize_by_resource_type(
+            "User:bob", "10.0.0.1", AclOperation.WRITE, TOPIC
+        )
+
+    write = entry(op=AclOperation.WRITE)
+    deny = entry(op=AclOperation.WRITE, perm=D)
+    assert by_type((ResourcePattern(TOPIC, "t"), write))
+    assert by_type((ResourcePattern(TOPIC, "p", PatternType.PREFIXED), entry(op=AclOperation.ALL)))
+    assert not by_type((ResourcePattern(TOPIC, "t"), entry(op=AclOperation.READ)))
+    assert not by_type((ResourcePattern(ResourceType.GROUP, "t"), write))
+    assert not by_type((ResourcePattern(TOPIC, "t"), write), (ResourcePattern(TOPIC, "t"), deny))
+    assert not by_type(
+        (ResourcePattern(TOPIC, "tx"), write),
+        (ResourcePattern(TOPIC, "t", PatternType.PREFIXED), deny),
+    )
+    assert not by_type((ResourcePattern(TOPIC, "t"), write), (ResourcePattern(TOPIC, "*"), deny))
+    assert by_type(
+        (ResourcePattern(TOPIC, "t"), write), (ResourcePattern(TOPIC, "u"), deny)
+    )  # a deny elsewhere does not shadow it
+    assert by_type(super_users={"User:bob"})
+    assert by_type(allow_everyone_if_no_acl_found=True)
+    assert not by_type()

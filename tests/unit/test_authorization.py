@@ -250,13 +250,18 @@ async def test_fetch_sessions_follower_fetches_and_producer_ids(autojump_clock):
 
             follower = await bob(fetch(replica_id=7))
             assert follower.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            # Neither IdempotentWrite on the cluster nor Write on any topic (KIP-679).
             ids = await bob(m.InitProducerIdRequest())
             assert ids.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         await admin.create_acls(
-            [Acl(ResourceType.CLUSTER, "kafka-cluster", "User:bob", Op.IDEMPOTENT_WRITE)]
+            [
+                Acl(ResourceType.CLUSTER, "kafka-cluster", "User:bob", Op.IDEMPOTENT_WRITE),
+                Acl(TOPIC, "orders", "User:carol", Op.WRITE),
+            ]
         )
-        async with as_user(cluster, "User:bob") as bob:
-            ids = await bob(m.InitProducerIdRequest())
+        for user in ("User:bob", "User:carol"):
+            async with as_user(cluster, user) as requests:
+                ids = await requests(m.InitProducerIdRequest())
             assert ids.error_code == ErrorCode.NONE and ids.producer_id >= 0
 
 
