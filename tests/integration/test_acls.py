@@ -164,3 +164,99 @@ def test_an_acl_added_through_one_broker_applies_on_every_broker(cluster):
     )
     listed = tributary("acls", "--list", "--bootstrap-server", cluster.state.bootstrap_servers)
     assert listed.returncode == 0 and listed.stdout == ""
+
+
+def test_kafka_clients_acl_admin_calls(cluster):
+    """kafka-python's and confluent-kafka's create_acls/describe_acls/delete_acls, as
+    User:ANONYMOUS once `tributary acls` gave it Alter and Describe on the cluster."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KafkaPythonType
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    servers = cluster.state.kafka_bootstrap_servers
+    every = ACLFilter(
+        None,
+        None,
+        ACLOperation.ANY,
+        ACLPermissionType.ANY,
+        ResourcePatternFilter(KafkaPythonType.ANY, None, ACLResourcePatternType.ANY),
+    )
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    with pytest.raises(ClusterAuthorizationFailedError):
+        admin.describe_acls(every)
+
+    done = tributary(
+        "acls", "--add", "--allow-principal", "User:ANONYMOUS", "--operation", "Alter",
+        "--operation", "Describe", "--cluster", "--bootstrap-server",
+        cluster.state.bootstrap_servers,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    def described() -> set:
+        acls, error = admin.describe_acls(every)
+        return {(a.principal, a.operation, a.resource_pattern.resource_name) for a in acls}
+
+    wait_until(lambda: len(described()) == 2, timeout_s=30)  # every broker has them
+    result = admin.create_acls(
+        [
+            ACL(
+                "User:bob",
+                "*",
+                ACLOperation.READ,
+                ACLPermissionType.ALLOW,
+                ResourcePattern(KafkaPythonType.GROUP, "bobs", ACLResourcePatternType.PREFIXED),
+            )
+        ]
+    )
+    assert len(result["succeeded"]) == 1 and not result["failed"]
+    assert ("User:bob", ACLOperation.READ, "bobs") in described()
+
+    confluent = AdminClient({"bootstrap.servers": servers})
+    found = confluent.describe_acls(
+        AclBindingFilter(
+            ResourceType.GROUP,
+            None,
+            ResourcePatternType.PREFIXED,
+            None,
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+    ).result(30)
+    assert [(b.name, b.principal, b.operation.name) for b in found] == [
+        ("bobs", "User:bob", "READ")
+    ]
+    (deleted,) = confluent.delete_acls(
+        [
+            AclBindingFilter(
+                ResourceType.ANY,
+                None,
+                ResourcePatternType.ANY,
+                "User:bob",
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        ]
+    ).values()
+    assert len(deleted.result(30)) == 1
+    (_, removed, error) = admin.delete_acls([every])[0]
+    assert len(removed) == 2  # the cluster ACLs themselves
+    admin.close()
