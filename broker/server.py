@@ -64,6 +64,7 @@ from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
 from broker.handlers import RequestHandlers
 from broker.handlers.authorization import Authorization
+from broker.handlers.authorization_check import Denials
 from broker.handlers.groups import GroupHandlers
 from broker.handlers.metadata_changes import MetadataChanges
 from broker.handlers.topics import TopicDefaults
@@ -301,11 +302,18 @@ class BrokerServer:
         if self.acls is None:
             return None
         trusted = self.config["authorizer.inter.broker.listener.super.user"]
+        denials = Denials(trio.current_time)
+        self.metrics.counter_of(
+            "authorization_denied_total",
+            "operations the authorizer refused (a request may count several)",
+            lambda: denials.count,
+        )
         return Authorization(
             self.acls.authorizer,
             self.metadata_cache,
             trusted_listener=self.config.inter_broker_listener if trusted else None,
             auto_create_topics=self.config["auto.create.topics.enable"],
+            denials=denials,
         )
 
     def _replicas_changed(self) -> None:

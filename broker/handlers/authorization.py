@@ -55,6 +55,7 @@ from broker.handlers.authorization_check import (
     TXN_DENIED,
     Call,
     Check,
+    Denials,
     Op,
     by_topic,
     cluster,
@@ -79,7 +80,9 @@ class Authorization:
         *,
         trusted_listener: str | None = None,
         auto_create_topics: bool = False,
+        denials: Denials | None = None,
     ) -> None:
+        self.denials = denials
         self.authorizer = authorizer
         self.cache = metadata_cache
         self.trusted_listener = trusted_listener
@@ -92,7 +95,11 @@ class Authorization:
             and current_principal() == ANONYMOUS
         )
         return Check(
-            self.authorizer, self.cache, trusted, auto_create_topics=self.auto_create_topics
+            self.authorizer,
+            self.cache,
+            trusted,
+            auto_create_topics=self.auto_create_topics,
+            denials=self.denials,
         )
 
     async def handle(self, api_key: int, request: Any, listener: str | None, call: Call) -> Any:

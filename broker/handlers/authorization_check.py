@@ -4,12 +4,15 @@ How it works: `Check` holds the request's principal and host (read once, when th
 request arrives) and asks the `AclAuthorizer`; `then` applies a change to a handler's
 answer (now, or when its `Reply` is set); `by_topic` serves only the items of a request
 whose topic may be acted on and answers the others with their own error entries;
-`cluster` is the rule of an API that needs one operation on the cluster.
+`cluster` is the rule of an API that needs one operation on the cluster. `Denials`
+counts and logs (rate-limited) what was refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,13 +31,23 @@ TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 # DescribeConfigs/AlterConfigs resource types (Kafka's ConfigResource.Type).
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
 
+log = logging.getLogger(__name__)
+
 Call = Callable[[Any], Awaitable[Any]]
 
 
 class Check:
     """May this request's principal, from this host, do `op` on a resource?"""
 
-    __slots__ = ("authorizer", "principal", "host", "superuser", "cache", "auto_create_topics")
+    __slots__ = (
+        "authorizer",
+        "principal",
+        "host",
+        "superuser",
+        "cache",
+        "auto_create_topics",
+        "denials",
+    )
 
     def __init__(
         self,
@@ -43,6 +56,7 @@ class Check:
         superuser: bool,
         *,
         auto_create_topics: bool = False,
+        denials: Denials | None = None,
     ):
         self.authorizer = authorizer
         self.principal = str(current_principal())
@@ -50,17 +64,53 @@ class Check:
         self.superuser = superuser
         self.cache = cache  # names topics asked for by id
         self.auto_create_topics = auto_create_topics  # auto.create.topics.enable
+        self.denials = denials
 
     def __call__(self, op: AclOperation, rtype: ResourceType, name: str) -> bool:
-        return self.superuser or self.authorizer.authorize(
-            self.principal, self.host, op, rtype, name
-        )
+        if self.superuser or self.authorizer.authorize(self.principal, self.host, op, rtype, name):
+            return True
+        if self.denials is not None:
+            self.denials.note(self.principal, self.host, op, rtype, name)
+        return False
 
     def cluster(self, op: AclOperation) -> bool:
         return self(op, CLUSTER, CLUSTER_NAME)
 
     def topic(self, op: AclOperation, name: str) -> bool:
         return self(op, TOPIC, name)
+
+
+class Denials:
+    """Counts refusals and logs them, at most one line a second (with how many since),
+    in the words of Kafka's authorizer log: "Principal = User:bob is Denied Operation =
+    Write from host = 10.0.0.1 on resource = Topic:LITERAL:orders"."""
+
+    INTERVAL_S = 1.0
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.count = 0
+        self._clock = clock
+        self._last = -math.inf
+        self._since = 0
+
+    def note(
+        self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str
+    ) -> None:
+        self.count += 1
+        self._since += 1
+        now = self._clock()
+        if now - self._last >= self.INTERVAL_S:
+            log.info(
+                "Principal = %s is Denied Operation = %s from host = %s on resource = "
+                "%s:LITERAL:%s (%d denial(s) since the last such line)",
+                principal,
+                op.title,
+                host,
+                rtype.title,
+                name[:200],
+                self._since,
+            )
+            self._last, self._since = now, 0
 
 
 # -- helpers ---------------------------------------------------------------------------

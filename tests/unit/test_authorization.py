@@ -96,6 +96,10 @@ async def test_write_acl_lets_bob_produce_to_one_topic_and_not_the_other(autojum
         async with as_user(cluster, "User:carol") as carol:
             refused = await carol(produce("orders"))
         assert codes(refused) == {"orders": {ErrorCode.TOPIC_AUTHORIZATION_FAILED}}
+        # Counted (tributary_authorization_denied_total) and logged.
+        assert (
+            "tributary_authorization_denied_total 2" in cluster.brokers[1].server.metrics.render()
+        )
 
 
 async def test_metadata_hides_topics_bob_may_not_describe(autojump_clock):
