@@ -12,9 +12,12 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+import trio
 
 from client.admin import Acl, AclFilter, NewTopic, open_admin
 from client.connection import open_connection_pool
+from client.consumer import open_consumer
+from client.producer import open_producer
 from client.protocol import messages as m
 from client.protocol.acl_types import AclOperation, PatternType, PermissionType, ResourceType
 from client.protocol.errors import ErrorCode, TributaryError
@@ -311,3 +314,33 @@ async def test_topic_admin_needs_create_delete_and_alter(autojump_clock):
                 await bob(m.ElectLeadersRequest(topic_partitions=None, timeout_ms=1000))
             assert elect.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         assert "new-1" in await admin.list_topics()
+
+
+async def test_the_client_library_reports_refusals_at_once(autojump_clock):
+    """Tributary's producer and consumer surface the refusals as Kafka's clients do
+    (TopicAuthorizationException, GroupAuthorizationException), without waiting for
+    metadata that never comes."""
+    async with secured() as (cluster, admin):
+        await admin.create_acls([Acl(TOPIC, "orders", "User:bob", Op.READ)])
+        bob = {"connector": cluster.connector(), "client_id": client_id_for("User:bob")}
+        with trio.fail_after(10):
+            async with open_producer(cluster.bootstrap, **bob) as producer:
+                with pytest.raises(TributaryError) as produced:
+                    await producer.send("secret", b"x")
+            assert produced.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert "not authorized to access topic 'secret'" in str(produced.value)
+
+            async with open_consumer(cluster.bootstrap, **bob) as consumer:
+                consumer.assign([("secret", 0)])
+                consumer.seek(("secret", 0), 0)
+                with pytest.raises(TributaryError) as read:
+                    while True:
+                        await consumer.poll(1000)
+            assert read.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+            with pytest.raises(TributaryError) as grouped:
+                async with open_consumer(cluster.bootstrap, group_id="theirs", **bob) as consumer:
+                    consumer.subscribe(["orders"])
+                    while True:
+                        await consumer.poll(1000)
+            assert grouped.value.code is ErrorCode.GROUP_AUTHORIZATION_FAILED
