@@ -302,6 +302,13 @@ class BrokerServer:
         if self.acls is None:
             return None
         trusted = self.config["authorizer.inter.broker.listener.super.user"]
+        if not trusted and not self.acls.authorizer.is_super_user("User:ANONYMOUS"):
+            log.warning(
+                "the authorizer is on but brokers and the controller do not authenticate "
+                "yet: their requests will be refused unless ACLs allow User:ANONYMOUS "
+                "ClusterAction on the cluster (or set "
+                "authorizer.inter.broker.listener.super.user=true)"
+            )
         denials = Denials(trio.current_time)
         self.metrics.counter_of(
             "authorization_denied_total",

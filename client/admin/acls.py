@@ -36,8 +36,7 @@ class Acl:
     def __str__(self) -> str:
         return (
             f"(principal={self.principal}, host={self.host}, "
-            f"operation={self.operation.title.upper()}, "
-            f"permissionType={self.permission.title.upper()})"
+            f"operation={self.operation.name}, permissionType={self.permission.name})"
         )
 
 

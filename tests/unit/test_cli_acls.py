@@ -42,6 +42,14 @@ def one_error_line(err: str) -> str:
         (["acls", "--remove", "--allow-principal", "User:bob"], "needs a resource"),
         (["acls", "--list", "--principal", "bob"], "TYPE:NAME"),
         (["acls", "--list", "--topic", ""], "empty"),
+        (["acls", "--add", "--consumer", "--allow-principal", "User:bob", "--topic", "t"],
+         "--consumer needs --group"),
+        (["acls", "--add", "--producer", "--allow-principal", "User:bob", "--topic", "t",
+          "--operation", "Read"], "--operation cannot be used"),
+        (["acls", "--add", "--producer", "--allow-principal", "User:bob", "--group", "g"],
+         "need --topic"),
+        (["acls", "--add", "--idempotent", "--allow-principal", "User:bob", "--topic", "t"],
+         "--idempotent goes with --producer"),
     ],
 )  # fmt: skip
 def test_bad_arguments_are_one_line_and_exit_2(argv, says, capsys):
@@ -175,3 +183,37 @@ def test_add_list_store_and_remove(run, runner):
         return all(not acls for acls in acls_of_every_broker(runner))
 
     runner.call(runner.cluster.until, every_broker_is_empty, "every broker dropped the ACLs")
+
+
+def test_producer_and_consumer_conveniences(run, runner):
+    code, out, err = run(
+        "acls", "--add", "--producer", "--idempotent", "--allow-principal", "User:p",
+        "--topic", "orders",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = run(
+        "acls", "--add", "--consumer", "--allow-principal", "User:c", "--topic", "orders",
+        "--group", "readers",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = run("acls", "--list", "--principal", "User:p")
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if "operation=" in line]
+    assert sorted(line.split("operation=")[1].split(",")[0] for line in lines) == [
+        "CREATE", "DESCRIBE", "IDEMPOTENT_WRITE", "WRITE"
+    ]  # fmt: skip
+    code, out, err = run("acls", "--list", "--principal", "User:c")
+    assert "resourceType=GROUP, name=readers" in out and out.count("operation=") == 3
+
+    code, out, err = run(
+        "acls", "--remove", "--producer", "--idempotent", "--allow-principal", "User:p",
+        "--topic", "orders",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = run(
+        "acls", "--remove", "--consumer", "--allow-principal", "User:c", "--topic", "orders",
+        "--group", "readers",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = run("acls", "--list")
+    assert code == 0 and out == ""

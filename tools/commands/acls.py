@@ -9,7 +9,10 @@ denies each `--deny-principal` from each `--deny-host`, for each `--operation` (
 All), through CreateAcls; `--remove` deletes what those options select (every ACL of
 the resource when no principal is given) through DeleteAcls; `--list` prints the ACLs
 of the resources (all of them with no resource), optionally only a `--principal`'s.
-Output follows kafka-acls: "Current ACLs for resource `ResourcePattern(resourceType=
+`--producer` stands for Write, Describe and Create on the topics (Write and Describe on
+a `--transactional-id`, IdempotentWrite on the cluster with `--idempotent`),
+`--consumer` for Read and Describe on the topics and Read on the `--group`s, as in
+kafka-acls. Output follows kafka-acls: "Current ACLs for resource `ResourcePattern(resourceType=
 TOPIC, name=T, patternType=LITERAL)`:" then one tab-indented line per ACL. Bad
 arguments are one line and exit 2, as in every command.
 """
@@ -70,6 +73,19 @@ def register(subparsers) -> None:
         metavar="OP",
         help=f"operation: {', '.join(OPERATIONS)} (default All)",
     )
+    convenience = acls.add_mutually_exclusive_group()
+    convenience.add_argument(
+        "--producer",
+        action="store_true",
+        help="a producer's ACLs: Write, Describe, Create on the topics (Write, Describe on "
+        "--transactional-id; IdempotentWrite on the cluster with --idempotent)",
+    )
+    convenience.add_argument(
+        "--consumer",
+        action="store_true",
+        help="a consumer's ACLs: Read, Describe on the topics, Read on the groups",
+    )
+    acls.add_argument("--idempotent", action="store_true", help="with --producer")
     acls.add_argument("--principal", action="append", default=[], help="--list: only these")
     acls.add_argument("--force", action="store_true", help="accepted (no prompt is asked)")
     add_bootstrap_option(acls)
@@ -125,11 +141,54 @@ def _run(args: argparse.Namespace) -> int:
     allow = _principals(args.allow_principal, "--allow-principal")
     deny = _principals(args.deny_principal, "--deny-principal")
     _principals(args.principal, "--principal")
+    if args.producer or args.consumer:
+        resources = _convenience_resources(args, resources)
+    elif args.idempotent:
+        raise CliError("--idempotent goes with --producer", exit_code=2)
     if args.add:
         return _add(args, resources, pattern_type, allow, deny)
     if args.remove:
         return _remove(args, resources, pattern_type, allow, deny)
     return _list(args, resources, pattern_type)
+
+
+def _convenience_resources(args, resources):
+    """--producer/--consumer: Kafka's AclCommand checks, and the cluster for --idempotent."""
+    if args.list:
+        raise CliError("--producer and --consumer go with --add or --remove", exit_code=2)
+    if args.operation:
+        raise CliError("--operation cannot be used with --producer or --consumer", exit_code=2)
+    if not args.topic:
+        raise CliError("--producer and --consumer need --topic", exit_code=2)
+    if args.consumer and not args.group:
+        raise CliError("--consumer needs --group", exit_code=2)
+    if args.producer and args.group:
+        raise CliError("--group cannot be used with --producer", exit_code=2)
+    if args.cluster:
+        raise CliError("--cluster cannot be used with --producer or --consumer", exit_code=2)
+    if args.producer and args.idempotent:
+        return [*resources, (ResourceType.CLUSTER, CLUSTER_NAME)]
+    return resources
+
+
+# What --producer and --consumer grant on each resource type (Kafka's AclCommand).
+PRODUCER_OPERATIONS = {
+    ResourceType.TOPIC: [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE],
+    ResourceType.TRANSACTIONAL_ID: [AclOperation.WRITE, AclOperation.DESCRIBE],
+    ResourceType.CLUSTER: [AclOperation.IDEMPOTENT_WRITE],
+}
+CONSUMER_OPERATIONS = {
+    ResourceType.TOPIC: [AclOperation.READ, AclOperation.DESCRIBE],
+    ResourceType.GROUP: [AclOperation.READ],
+}
+
+
+def _operations_for(args: argparse.Namespace, rtype: ResourceType) -> list[AclOperation]:
+    if args.producer:
+        return PRODUCER_OPERATIONS.get(rtype, [])
+    if args.consumer:
+        return CONSUMER_OPERATIONS.get(rtype, [])
+    return _operations(args)
 
 
 def _add(args, resources, pattern_type, allow, deny) -> int:
@@ -142,22 +201,21 @@ def _add(args, resources, pattern_type, allow, deny) -> int:
         raise CliError("--add needs --allow-principal or --deny-principal", exit_code=2)
     if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise CliError("--add: --resource-pattern-type must be literal or prefixed", exit_code=2)
-    operations = _operations(args)
-    entries = [
-        (principal, host, op, PermissionType.ALLOW)
+    _operations(args)  # checked even where --producer/--consumer choose
+    people = [
+        (principal, host, PermissionType.ALLOW)
         for principal in allow
         for host in args.allow_host or ["*"]
-        for op in operations
     ] + [
-        (principal, host, op, PermissionType.DENY)
+        (principal, host, PermissionType.DENY)
         for principal in deny
         for host in args.deny_host or ["*"]
-        for op in operations
     ]
     acls = [
         Acl(rtype, name, principal, op, permission, host, pattern_type)
         for rtype, name in resources
-        for principal, host, op, permission in entries
+        for op in _operations_for(args, rtype)
+        for principal, host, permission in people
     ]
     bootstrap = bootstrap_of(args)
 
@@ -193,9 +251,12 @@ def _remove(args, resources, pattern_type, allow, deny) -> int:
             "--remove needs a resource: --topic, --group, --cluster or --transactional-id",
             exit_code=2,
         )
-    operations = [AclOperation.ANY] if not args.operation else _operations(args)
     filters: list[AclFilter] = []
     for rtype, name in resources:
+        if args.producer or args.consumer:
+            operations = _operations_for(args, rtype)
+        else:
+            operations = [AclOperation.ANY] if not args.operation else _operations(args)
         if not allow and not deny:
             filters.append(AclFilter(rtype, name, pattern_type))
             continue
