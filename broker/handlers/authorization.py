@@ -190,7 +190,7 @@ async def _fetch(check: Check, request: m.FetchRequest, call: Call) -> Any:
         call,
         op=Op.READ,
         items="topics",
-        name=lambda t: name(t) or "\x00unknown",
+        name=lambda t: name(t) or None,
         answer=answer,
         field="topics",
         empty=lambda refused: m.FetchResponse(

@@ -147,7 +147,7 @@ async def by_topic(
     *,
     op: AclOperation,
     items: str,
-    name: Callable[[Any], str],
+    name: Callable[[Any], str | None],
     answer: Callable[[Any], Any],
     field: str,
     empty: Callable[[list], Any],
@@ -157,7 +157,8 @@ async def by_topic(
     allowed: list[Any] = []
     denied: list[Any] = []
     for item in getattr(request, items):
-        (allowed if check.topic(op, name(item)) else denied).append(item)
+        topic = name(item)  # None: no such topic, the handler answers it
+        (allowed if topic is None or check.topic(op, topic) else denied).append(item)
     if not denied:
         return await call(request)
     refused = [answer(item) for item in denied]

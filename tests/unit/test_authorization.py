@@ -255,6 +255,26 @@ async def test_fetch_sessions_follower_fetches_and_producer_ids(autojump_clock):
             assert codes(later) == {"orders": {ErrorCode.TOPIC_AUTHORIZATION_FAILED}}
             assert all(p.records == b"" for t in later.topics for p in t.partitions)
 
+            unknown_id = await bob(
+                m.FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=1 << 20,
+                    topics=[
+                        m.FetchTopic(
+                            topic="",
+                            topic_id=b"\x01" * 16,
+                            partitions=[
+                                m.FetchPartition(
+                                    partition=0, fetch_offset=0, partition_max_bytes=1024
+                                )
+                            ],
+                        )
+                    ],
+                )
+            )  # an id no topic has: UNKNOWN_TOPIC_ID, whoever asks
+            assert unknown_id.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
             follower = await bob(fetch(replica_id=7))
             assert follower.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             # Neither IdempotentWrite on the cluster nor Write on any topic (KIP-679).
