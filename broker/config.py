@@ -8,6 +8,8 @@ pass small values instead of changing the defaults.
 Listeners are Kafka's `listeners` / `advertised.listeners` / `inter.broker.listener.name`;
 `listener.wire.protocol.map` (`NAME:kafka,...`) says which of them speak Kafka's wire
 protocol instead of the native one (`config.wire_protocols` has every listener's).
+Authorization is Kafka's `authorizer.class.name`, `super.users` and
+`allow.everyone.if.no.acl.found` (broker/handlers/authorization.py enforces them).
 """
 
 from __future__ import annotations
