@@ -68,8 +68,10 @@ from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from server_common.network import NO_RESPONSE
-from server_common.security.acls import AclAuthorizer, AclOperation, ResourceType
+from server_common.security.acls import CLUSTER_NAME, AclAuthorizer, AclOperation, ResourceType
 from server_common.security.principal import ANONYMOUS, current_principal
+
+TOPIC = ResourceType.TOPIC
 
 
 class Authorization:
@@ -316,15 +318,13 @@ async def _init_producer_id(check: Check, request: m.InitProducerIdRequest, call
         allowed = check(Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         code = TXN_DENIED
     else:  # KIP-679 (Kafka 3.0): IdempotentWrite on the cluster, or Write on any topic
-        allowed = (
-            check.cluster(Op.IDEMPOTENT_WRITE)
-            or check.superuser
-            or (
-                check.authorizer.authorize_by_resource_type(
-                    check.principal, check.host, Op.WRITE, ResourceType.TOPIC
-                )
-            )
+        allowed = check.quietly(
+            Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME
+        ) or check.authorizer.authorize_by_resource_type(
+            check.principal, check.host, Op.WRITE, ResourceType.TOPIC
         )
+        if not allowed:
+            check.cluster(Op.IDEMPOTENT_WRITE)  # counted and logged as the denial
         code = CLUSTER_DENIED
     if not allowed:
         return m.InitProducerIdResponse(
@@ -368,11 +368,12 @@ async def _metadata(check: Check, request: m.MetadataRequest, call: Call) -> Any
     if request.topics is None:
         return then(
             await call(request),
-            lambda r: replace(r, topics=[t for t in r.topics if check.topic(Op.DESCRIBE, t.name)]),
+            lambda r: replace(
+                r, topics=[t for t in r.topics if check.quietly(Op.DESCRIBE, TOPIC, t.name)]
+            ),
         )
     refused: list[str] = []
     allowed: list[str] = []
-    may_create = check.cluster(Op.CREATE)
     for name in request.topics:
         if not check.topic(Op.DESCRIBE, name):
             refused.append(name)
@@ -380,7 +381,8 @@ async def _metadata(check: Check, request: m.MetadataRequest, call: Call) -> Any
             request.allow_auto_topic_creation
             and check.auto_create_topics
             and not check.cache.contains_topic(name)
-            and not (may_create or check.topic(Op.CREATE, name))
+            and not check.quietly(Op.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+            and not check.topic(Op.CREATE, name)
         ):
             refused.append(name)
         else:
@@ -389,7 +391,7 @@ async def _metadata(check: Check, request: m.MetadataRequest, call: Call) -> Any
 
     def add(r: m.MetadataResponse) -> m.MetadataResponse:
         # Topics named by id come back named: hide the ones it may not Describe.
-        shown = [t for t in r.topics if not t.name or check.topic(Op.DESCRIBE, t.name)]
+        shown = [t for t in r.topics if not t.name or check.quietly(Op.DESCRIBE, TOPIC, t.name)]
         denied = [
             m.MetadataResponseTopic(
                 error_code=TOPIC_DENIED, name=name, is_internal=False, partitions=[]
@@ -403,7 +405,7 @@ async def _metadata(check: Check, request: m.MetadataRequest, call: Call) -> Any
 
 # -- topics and configs ----------------------------------------------------------------------
 async def _create_topics(check: Check, request: m.CreateTopicsRequest, call: Call) -> Any:
-    if check.cluster(Op.CREATE):
+    if check.quietly(Op.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
         return await call(request)
     return await by_topic(
         check,

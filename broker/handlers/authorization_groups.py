@@ -29,9 +29,9 @@ from broker.handlers.authorization_check import (
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from server_common.network import error_answer
-from server_common.security.acls import AclOperation, ResourceType
+from server_common.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
-GROUP = ResourceType.GROUP
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -92,7 +92,9 @@ async def _offset_fetch(check: Check, request: m.OffsetFetchRequest, call: Call)
     if request.topics is None:
         return then(
             await call(request),
-            lambda r: replace(r, topics=[t for t in r.topics if check.topic(Op.DESCRIBE, t.name)]),
+            lambda r: replace(
+                r, topics=[t for t in r.topics if check.quietly(Op.DESCRIBE, TOPIC, t.name)]
+            ),
         )
     allowed = [t for t in request.topics if check.topic(Op.DESCRIBE, t.name)]
     denied = [
@@ -167,11 +169,13 @@ async def _describe_groups(check: Check, request: m.DescribeGroupsRequest, call:
 
 async def _list_groups(check: Check, request: m.ListGroupsRequest, call: Call) -> Any:
     outcome = await call(request)
-    if check.cluster(Op.DESCRIBE):
+    if check.quietly(Op.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return outcome
     return then(
         outcome,
-        lambda r: replace(r, groups=[g for g in r.groups if check(Op.DESCRIBE, GROUP, g.group_id)]),
+        lambda r: replace(
+            r, groups=[g for g in r.groups if check.quietly(Op.DESCRIBE, GROUP, g.group_id)]
+        ),
     )
 
 

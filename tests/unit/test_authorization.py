@@ -122,6 +122,10 @@ async def test_metadata_hides_topics_bob_may_not_describe(autojump_clock):
             ("ord-new", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         ]
         assert "ord-new" not in await admin.list_topics()
+        # Counted: the named "secret" and the Create on "ord-new"; not what the
+        # all-topics answer left out, nor the Create on the cluster tried first.
+        metrics = cluster.brokers[1].server.metrics.render()
+        assert "tributary_authorization_denied_total 2" in metrics
 
 
 async def test_a_group_without_read_is_refused(autojump_clock):
