@@ -48,6 +48,8 @@ def one_error_line(err: str) -> str:
           "--operation", "Read"], "--operation cannot be used"),
         (["acls", "--add", "--producer", "--allow-principal", "User:bob", "--group", "g"],
          "need --topic"),
+        (["acls", "--add", "--allow-principal", "User:bob", "--group", "g", "--operation",
+          "Write"], "ResourceType GROUP only supports operations ALL,READ,DELETE,DESCRIBE"),
         (["acls", "--add", "--idempotent", "--allow-principal", "User:bob", "--topic", "t"],
          "--idempotent goes with --producer"),
     ],

@@ -183,12 +183,43 @@ CONSUMER_OPERATIONS = {
 }
 
 
+# The operations each resource type supports (Kafka's AclEntry.supportedOperations; All too).
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    },
+    ResourceType.GROUP: {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE},
+    ResourceType.CLUSTER: {
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    },
+    ResourceType.TRANSACTIONAL_ID: {AclOperation.DESCRIBE, AclOperation.WRITE},
+}
+
+
 def _operations_for(args: argparse.Namespace, rtype: ResourceType) -> list[AclOperation]:
     if args.producer:
         return PRODUCER_OPERATIONS.get(rtype, [])
     if args.consumer:
         return CONSUMER_OPERATIONS.get(rtype, [])
-    return _operations(args)
+    operations = _operations(args)
+    valid = SUPPORTED_OPERATIONS[rtype] | {AclOperation.ALL}
+    if set(operations) - valid:
+        names = ",".join(op.name for op in sorted(valid))
+        raise CliError(f"ResourceType {rtype.name} only supports operations {names}", exit_code=2)
+    return operations
 
 
 def _add(args, resources, pattern_type, allow, deny) -> int:
