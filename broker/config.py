@@ -8,6 +8,8 @@ pass small values instead of changing the defaults.
 Listeners are Kafka's `listeners` / `advertised.listeners` / `inter.broker.listener.name`;
 `listener.wire.protocol.map` (`NAME:kafka,...`) says which of them speak Kafka's wire
 protocol instead of the native one (`config.wire_protocols` has every listener's).
+Authorization is Kafka's `authorizer.class.name`, `super.users` and
+`allow.everyone.if.no.acl.found` (broker/handlers/authorization.py enforces them).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from server_common.properties import (
 )
 
 DAY_MS = 24 * 3600 * 1000
+# `authorizer.class.name` values that turn the ACL authorizer on.
+AUTHORIZER_NAMES = ("kafka.security.authorizer.AclAuthorizer", "AclAuthorizer")
 LONG_MAX = 2**63 - 1
 # Tributary bounds request memory by default (Kafka does not: -1): 256 MiB holds two
 # requests of the largest size (socket.request.max.bytes, 100 MiB) plus room for
@@ -89,6 +93,30 @@ BROKER_CONFIG = ConfigDef(
             "create a topic a client asks metadata for (and allows)",
         ),
         ConfigKey("delete.topic.enable", "bool", True, "allow DeleteTopics"),
+        # Authorization (Kafka's AclAuthorizer; ACLs in ZooKeeper, broker/zookeeper/acls.py).
+        ConfigKey(
+            "authorizer.class.name",
+            "str",
+            "",
+            "empty: no authorization; kafka.security.authorizer.AclAuthorizer (or AclAuthorizer)"
+            ": every request is checked against the ACLs",
+            one_of("", *AUTHORIZER_NAMES),
+        ),
+        ConfigKey("super.users", "str", "", "principals allowed everything: User:a;User:b"),
+        ConfigKey(
+            "allow.everyone.if.no.acl.found",
+            "bool",
+            False,
+            "a resource without any ACL is open to everyone",
+        ),
+        ConfigKey(
+            "authorizer.inter.broker.listener.super.user",
+            "bool",
+            False,
+            "Tributary's own: with the authorizer on, requests on the inter-broker listener "
+            "are made as a super user (brokers and the controller do not authenticate yet; "
+            "turn it on only where that listener is reachable by brokers alone)",
+        ),
         # Partition limits (KIP-578's names, plus the per-request one), checked by
         # CreateTopics and CreatePartitions before anything is allocated.
         ConfigKey(
@@ -486,6 +514,10 @@ class BrokerConfig(PropertiesConfig):
         )
         self.bind_host, self.bind_port = self.listeners[self.inter_broker_listener]
         self.advertised_host, self.advertised_port = self.advertised[self.inter_broker_listener]
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self.values["authorizer.class.name"])
 
     @property
     def broker_id(self) -> int:

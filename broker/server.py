@@ -63,6 +63,8 @@ from broker.core.log.manager import LogManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
 from broker.handlers import RequestHandlers
+from broker.handlers.authorization import Authorization
+from broker.handlers.authorization_check import Denials
 from broker.handlers.groups import GroupHandlers
 from broker.handlers.metadata_changes import MetadataChanges
 from broker.handlers.topics import TopicDefaults
@@ -74,6 +76,7 @@ from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
 from broker.tasks.log_cleaner import CleanerSettings, LogCleanerTask
 from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.acls import AclStore
 from broker.zookeeper.broker_configs import BrokerConfigs
 from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_shutdown
 from broker.zookeeper.gateway import BrokerZkGateway
@@ -87,6 +90,7 @@ from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
 from server_common.network import Handler as RequestHandler
+from server_common.security.acls import AclAuthorizer, parse_super_users
 from server_common.server_main import call_on_termination
 from server_common.zk import ZooKeeper
 from server_common.zk_kazoo import KazooZooKeeper
@@ -152,6 +156,16 @@ class BrokerServer:
             _resolve_overrides(config.max_connections_per_ip_overrides),
         )
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        # The ACL authorizer (authorizer.class.name): its ACLs are kept from ZooKeeper.
+        self.acls: AclStore | None = None
+        if config.authorizer_enabled:
+            self.acls = AclStore(
+                self.gateway.zk,
+                AclAuthorizer(
+                    parse_super_users(config["super.users"]),
+                    allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"],
+                ),
+            )
         self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
@@ -263,6 +277,8 @@ class BrokerServer:
             ),
             broker_configs=self.broker_configs,
             fetch_sessions=FetchManager(FetchSessionCache(self.config.fetch_sessions())),
+            authorization=self._authorization(),
+            acls=self.acls,
         )
         self.fetchers = FetcherManager(
             FetcherContext(
@@ -280,6 +296,31 @@ class BrokerServer:
             self.metadata_cache,
             self.groups.coordinator,
             self.handlers.fetch_sessions,
+        )
+
+    def _authorization(self) -> Authorization | None:
+        if self.acls is None:
+            return None
+        trusted = self.config["authorizer.inter.broker.listener.super.user"]
+        if not trusted and not self.acls.authorizer.is_super_user("User:ANONYMOUS"):
+            log.warning(
+                "the authorizer is on but brokers and the controller do not authenticate "
+                "yet: their requests will be refused unless ACLs allow User:ANONYMOUS "
+                "ClusterAction on the cluster (or set "
+                "authorizer.inter.broker.listener.super.user=true)"
+            )
+        denials = Denials(trio.current_time)
+        self.metrics.counter_of(
+            "authorization_denied_total",
+            "operations the authorizer refused (a request may count several)",
+            lambda: denials.count,
+        )
+        return Authorization(
+            self.acls.authorizer,
+            self.metadata_cache,
+            trusted_listener=self.config.inter_broker_listener if trusted else None,
+            auto_create_topics=self.config["auto.create.topics.enable"],
+            denials=denials,
         )
 
     def _replicas_changed(self) -> None:
@@ -351,6 +392,8 @@ class BrokerServer:
                 self.bound_ports[name] = listeners[name].port
             self.port = self.bound_ports[self.config.inter_broker_listener]
             async with trio.open_nursery() as nursery:
+                if self.acls is not None:  # every ACL loaded before the first request
+                    await nursery.start(self.acls.watch)
                 if self.config["metrics.port"] >= 0:
                     self.metrics_port = await nursery.start(
                         serve_metrics,

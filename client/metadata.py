@@ -489,7 +489,9 @@ class Metadata:
     async def partitions_or_error(self, topic: str, timeout_s: float | None = None) -> list[int]:
         """Partition numbers of `topic`, refreshing as needed.
 
-        Raises `UnknownTopicError` when fresh views keep saying the topic does not exist
+        Raises a `TributaryError` TOPIC_AUTHORIZATION_FAILED at once when the broker
+        refuses to describe the topic, `UnknownTopicError` when fresh views keep saying
+        the topic does not exist
         for `UNKNOWN_TOPIC_GRACE_MS` (a topic created a moment ago may not have reached
         every broker's cache yet), `NoBrokersAvailableError` when no broker answers,
         `trio.TooSlowError` if the topic has no partitions within `timeout_s`.
@@ -506,6 +508,11 @@ class Metadata:
                 parts = self.cluster.partitions_for(topic)
                 if parts is not None:
                     return parts
+                if self.cluster.topic_error(topic) is ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    raise TributaryError(  # not retried: Kafka's TopicAuthorizationException
+                        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        f"not authorized to access topic '{topic}'",
+                    )
                 if self.cluster.topic_error(topic) in _NO_SUCH_TOPIC:
                     now = current_ms()
                     first_unknown_ms = now if first_unknown_ms is None else first_unknown_ms

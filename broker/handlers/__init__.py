@@ -33,6 +33,11 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
   ListPartitionReassignments; both write the /admin znodes the controller watches;
 - `groups.py`: the consumer group APIs (`GROUP_APIS`), over the group coordinator
   (broker/tasks/group_service.py);
+- `acls.py`: DescribeAcls, CreateAcls, DeleteAcls over the ACLs in ZooKeeper;
+- `authorization.py`: with an authorizer configured, every request is checked before
+  its handler runs (Kafka 2.8 KafkaApis' operations), with `authorization_check.py`
+  (the request's principal and host, the ways to answer a refusal) and
+  `authorization_groups.py` (the group APIs' rules);
 - `metadata_changes.py`: waiting until the metadata cache shows a state (the admin
   handlers wait for leaders, deletions, elections).
 """
@@ -46,6 +51,8 @@ from broker.core.fetch_sessions import FetchManager, FetchSessionCache, FetchSes
 from broker.core.log.config import LogConfig
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
+from broker.handlers.acls import AclHandlers
+from broker.handlers.authorization import Authorization
 from broker.handlers.configs import ConfigHandlers
 from broker.handlers.controller_requests import ControllerRequestHandlers
 from broker.handlers.data_plane import DataPlaneHandlers
@@ -59,6 +66,7 @@ from broker.handlers.producers import ProducerHandlers
 from broker.handlers.reassignments import ReassignmentHandlers
 from broker.handlers.topics import TopicDefaults, TopicHandlers
 from broker.tasks.log_scrubber import LogScrubber
+from broker.zookeeper.acls import AclStore
 from broker.zookeeper.broker_configs import BrokerConfigs
 from broker.zookeeper.gateway import BrokerZkGateway
 from broker.zookeeper.registration import BrokerIdentity
@@ -87,7 +95,11 @@ class RequestHandlers:
         scrubber: LogScrubber | None = None,
         broker_configs: BrokerConfigs | None = None,
         fetch_sessions: FetchManager | None = None,
+        authorization: Authorization | None = None,
+        acls: AclStore | None = None,
     ):
+        self.authorization = authorization
+        self.acls = AclHandlers(acls)
         self.fetch_sessions = fetch_sessions or FetchManager(
             FetchSessionCache(FetchSessionConfig())
         )
@@ -148,10 +160,23 @@ class RequestHandlers:
             ApiKey.ELECT_LEADERS: self.elections.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.reassignments.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self.reassignments.list_partition_reassignments,
+            ApiKey.DESCRIBE_ACLS: self.acls.describe_acls,
+            ApiKey.CREATE_ACLS: self.acls.create_acls,
+            ApiKey.DELETE_ACLS: self.acls.delete_acls,
         }
 
     async def handle(self, header: RequestHeader, request: Any, listener: str | None = None) -> Any:
-        """Serve one request that arrived through `listener` (None: any/unknown)."""
+        """Serve one request that arrived through `listener` (None: any/unknown), once
+        the authorizer (if one is configured) let it through."""
+        if self.authorization is not None:
+
+            async def call(allowed: Any) -> Any:
+                return await self._serve(header, allowed, listener)
+
+            return await self.authorization.handle(header.api_key, request, listener, call)
+        return await self._serve(header, request, listener)
+
+    async def _serve(self, header: RequestHeader, request: Any, listener: str | None) -> Any:
         if header.api_key == ApiKey.METADATA:
             return await self.metadata.metadata(request, listener)
         if header.api_key in GROUP_APIS and self.groups is not None:

@@ -22,7 +22,8 @@ Data-plane ranges (translate_data.py) and why they stop where they do:
   the log start: no tiered storage); v9's LATEST_TIERED (-5) would be meaningless here.
 - Metadata 0-12: v10+ answer topic ids, v12 may ask by topic id; v13 adds nothing a
   client needs.
-- OffsetForLeaderEpoch 2-4, ApiVersions 0-3 (here).
+- OffsetForLeaderEpoch 2-4, ApiVersions 0-3 (here); DescribeAcls, CreateAcls and
+  DeleteAcls 1-3 (translate_acls.py).
 - InitProducerId 0-4: every version librdkafka and the Java client use for idempotence;
   v5 is unreleased in Kafka 2.8/3.x era clients.
 """
@@ -33,6 +34,7 @@ import functools
 from typing import Any
 
 from broker.kafka import (
+    translate_acls,
     translate_admin,
     translate_configs,
     translate_data,
@@ -87,6 +89,7 @@ def translations() -> dict[int, Translation]:
         translate_configs,
         translate_groups,
         translate_replicas,
+        translate_acls,
     ):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:

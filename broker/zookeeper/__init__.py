@@ -9,6 +9,9 @@
   from /config/topics, kept up to date from /config/changes;
 - `broker_configs.py`: `BrokerConfigs`, this broker's dynamic configs from
   /config/brokers/<id> and /config/brokers/<default>, applied live when they change;
+- `acls.py`: `AclStore`, the ACLs of /kafka-acl and /kafka-acl-extended loaded into the
+  authorizer and kept up to date from their change notifications, and the conditional
+  writes of CreateAcls/DeleteAcls;
 - `controlled_shutdown.py`: leaving the cluster: finds the active controller in
   /controller and asks it to move this broker's leaderships away before it stops.
 """

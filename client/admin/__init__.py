@@ -26,10 +26,12 @@ The modules:
 - `offsets.py`: `OffsetAdmin`: ListOffsets and DeleteRecords to partition leaders;
 - `groups.py`: `GroupAdmin`: list, describe and delete consumer groups, read and alter
   their committed offsets;
+- `acls.py`: `AclAdmin`: create, describe and delete ACLs (`Acl`, `AclFilter`);
 - `results.py`: the values taken and returned (`NewTopic`, `TopicDescription`,
   `GroupDescription`...) and `GroupOffsetsError`.
 """
 
+from client.admin.acls import Acl, AclFilter
 from client.admin.base import DEFAULT_ADMIN_TIMEOUT_MS
 from client.admin.client import Admin, open_admin
 from client.admin.results import (
@@ -49,6 +51,8 @@ from client.admin.results import (
 
 __all__ = [
     "DEFAULT_ADMIN_TIMEOUT_MS",
+    "Acl",
+    "AclFilter",
     "Admin",
     "ClusterDescription",
     "ConfigEntry",

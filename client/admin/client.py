@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from client.admin.acls import AclAdmin
 from client.admin.brokers import BrokerAdmin
 from client.admin.configs import ConfigAdmin
 from client.admin.groups import GroupAdmin
@@ -24,7 +25,7 @@ from client.admin.topics import TopicAdmin
 from client.connection import Connector, open_connection_pool
 
 
-class Admin(TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin):
+class Admin(TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin, AclAdmin):
     """Build with `open_admin()`; see the `client.admin` package docstring."""
 
 

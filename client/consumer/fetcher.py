@@ -146,7 +146,7 @@ class Fetcher:
             next_wake = math.inf
             resets: dict[int, dict[TopicPartition, str]] = {}
             fetches: dict[int, list[TopicPartition]] = {}
-            stale = False
+            stale = refused = False
             for tp, state in states.items():
                 if state.error is not None or state.fetching or state.resetting:
                     continue
@@ -161,6 +161,14 @@ class Fetcher:
                     continue
                 leader = cluster.leader_for(tp)
                 if leader is None:
+                    if cluster.topic_error(tp.topic) is ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                        # Not retried: poll() raises it (Kafka's TopicAuthorizationException).
+                        state.error = TributaryError(
+                            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            f"not authorized to read topic '{tp.topic}'",
+                        )
+                        refused = True
+                        continue
                     stale = True
                     continue
                 if state.position is None:
@@ -170,6 +178,8 @@ class Fetcher:
                     fetches.setdefault(leader.leader, []).append(tp)
             if stale:
                 self.metadata.request_update()
+            if refused:
+                self.data_arrived()
             for node, wanted in resets.items():
                 broker = cluster.broker(node)
                 if broker is None or node in self._nodes_resetting:

@@ -53,7 +53,6 @@ from client.connection import ConnectionPool, Connector, open_connection_pool
 from client.metadata import (
     DEFAULT_METADATA_MAX_AGE_MS,
     Metadata,
-    UnknownTopicError,
     current_ms,
     open_client_nursery,
 )
@@ -77,6 +76,7 @@ from client.producer.record_columns import (
     to_bytes,
 )
 from client.producer.sender import Sender, SenderConfig
+from client.protocol.errors import TributaryError
 from client.protocol.records import BATCH_OVERHEAD, Codec
 from client.protocol.types import TopicPartition
 
@@ -419,7 +419,7 @@ class Producer:
     async def _wait_for_topic(self, topic: str) -> list[int]:
         try:
             partitions = await self.metadata.partitions_or_error(topic, self.max_block_ms / 1000)
-        except UnknownTopicError:
+        except TributaryError:  # UnknownTopicError, TOPIC_AUTHORIZATION_FAILED
             self.metadata.remove_topics(topic)
             raise
         except trio.TooSlowError:

@@ -14,6 +14,7 @@ followed by a msgpack body; record batches travel inside Produce/Fetch as opaque
 - `errors.py`: the error codes carried on the wire and the protocol's exceptions;
 - `fetch_session.py`: fetch sessions (KIP-227), the fetcher's side: the session id and
   epoch of each fetch, which partitions to send and forget, what an answer means;
+- `acl_types.py`: the ACL enums (resource and pattern types, operations, permissions);
 - `types.py`: small value types (`TopicPartition`...) shared by every package;
 - `topic_ids.py`: topic ids (KIP-516): new random ids, their base64 text and wire bytes;
 - `records/`: record batches, Kafka's v2 header with Tributary's msgpack payload or

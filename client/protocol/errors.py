@@ -124,6 +124,7 @@ class ErrorCode(IntEnum):
     REBALANCE_IN_PROGRESS = (27, False, "The group is rebalancing, so a rejoin is needed.")
     INVALID_COMMIT_OFFSET_SIZE = (28, False, "The committing offset data size is not valid.")
     TOPIC_AUTHORIZATION_FAILED = (29, False, "Topic authorization failed.")
+    GROUP_AUTHORIZATION_FAILED = (30, False, "Group authorization failed.")
     CLUSTER_AUTHORIZATION_FAILED = (31, False, "Cluster authorization failed.")
     INVALID_TIMESTAMP = (32, False, "The timestamp of the message is out of acceptable range.")
     UNSUPPORTED_VERSION = (35, False, "The version of API is not supported.")
@@ -158,6 +159,8 @@ class ErrorCode(IntEnum):
         "transactional id.",
     )
     # --- end idempotent producer ---
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False, "Transactional Id authorization failed.")
+    SECURITY_DISABLED = (54, False, "Security features are disabled.")
     KAFKA_STORAGE_ERROR = (56, True, "Disk error when trying to access log file on the disk.")
     LOG_DIR_NOT_FOUND = (
         57,

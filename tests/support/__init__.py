@@ -1,5 +1,6 @@
 """Test-only fakes and harnesses: an in-memory ZooKeeper (`memory_zk`) and network
 (`memory_network`), the in-process cluster of real brokers and controller (`cluster`)
-with its fault-injecting wrapper (`faults`), a recording broker for controller tests
+with its fault-injecting wrapper (`faults`) and the principal-per-client-id seam
+(`principals`), a recording broker for controller tests
 (`recording_broker`), and a real ZooKeeper session's expiry on demand (`zk_sessions`).
 Nothing outside `tests/` imports them."""

@@ -28,10 +28,11 @@ shows it (every broker's metadata then agrees with the controller's):
 - `until` waits for any condition of the tests' own.
 
 Faults sit in a thin wrapper around each broker's real request handler (`faults.py`,
-installed through the broker's `interceptor` seam): `fail()` answers the next N matching
-requests with an error code (per partition for Produce, Fetch and ListOffsets),
-`drop()` closes the connection instead of answering, `delay()` answers late, and every
-request is recorded per broker (`requests_of`).
+installed through the broker's `interceptor` seam, around `principals.py`'s, which runs
+a request whose client id is `principal=User:bob;...` as that principal): `fail()`
+answers the next N matching requests with an error code (per partition for Produce,
+Fetch and ListOffsets), `drop()` closes the connection instead of answering, `delay()`
+answers late, and every request is recorded per broker (`requests_of`).
 
 Use: `async with open_test_cluster(3, topics={"t": 2}) as cluster:` in a Trio test (clients
 take `connector=cluster.connector()`); from synchronous code `with runner as cluster:` for
@@ -73,6 +74,7 @@ from server_common.network import TCP
 from tests.support.faults import FaultInjector, FaultPlan
 from tests.support.memory_network import MemoryNetwork
 from tests.support.memory_zk import MemoryZooKeeperServer
+from tests.support.principals import as_client_principal
 
 CONTROLLER_ID = 1000
 MEMORY_BROKER_PORT = 9092
@@ -160,7 +162,9 @@ class ClusterBroker:
             zk=cluster.zookeeper.client(session_timeout_ms=6000),
             transport=cluster.network,
             clock=cluster.clock,
-            interceptor=lambda handler: FaultInjector(cluster, self.id, handler),
+            interceptor=lambda handler: FaultInjector(
+                cluster, self.id, as_client_principal(handler)
+            ),
         )
         with trio.CancelScope() as self._scope:
             async with trio.open_nursery() as nursery:

@@ -15,6 +15,7 @@ Each module exposes `register(subparsers)` which adds its parsers and sets
   the console producer and consumer;
 - `groups/`: `groups list|describe|reset-offsets|delete` (kafka-consumer-groups.sh; its
   own docstring names its modules);
+- `acls.py`: `acls --add|--remove|--list` (kafka-acls.sh);
 - `get_offsets.py`, `delete_records.py`, `dump_log.py`, `log_dirs.py`: offsets, record
   deletion, a segment's contents, the brokers' log dirs;
 - `perf.py`, `verifiable.py`: Kafka's perf tools and verifiable producer/consumer;
@@ -37,6 +38,7 @@ COMMAND_MODULES: list[str] = [
     "dump_log",
     "log_dirs",
     "configs",
+    "acls",
     "delete_records",
     "perf",
     "verifiable",

@@ -18,6 +18,7 @@ The modules, one per family of APIs (each section headed with the API's name and
 - `groups.py`: the consumer group APIs, FindCoordinator to DeleteGroups;
 - `controller.py`: controller to broker: LeaderAndIsr, StopReplica, UpdateMetadata, and
   ControlledShutdown (broker to controller);
+- `acls.py`: the ACL admin APIs: DescribeAcls, CreateAcls, DeleteAcls;
 - `registry.py`: `REGISTRY`, (api key, version) -> request and response classes, and
   `api_versions_response`.
 
@@ -25,6 +26,21 @@ Every message and constant is re-exported here, so users write
 `from client.protocol import messages as m` and `m.ProduceRequest`.
 """
 
+from client.protocol.messages.acls import (
+    AclCreation,
+    AclCreationResult,
+    AclDescription,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsFilter,
+    DeleteAclsFilterResult,
+    DeleteAclsMatchingAcl,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResource,
+    DescribeAclsResponse,
+)
 from client.protocol.messages.controller import (
     ControlledShutdownRemainingPartition,
     ControlledShutdownRequest,
@@ -229,6 +245,19 @@ from client.protocol.messages.topics import (
 )
 
 __all__ = [
+    "AclCreation",
+    "AclCreationResult",
+    "AclDescription",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
+    "DeleteAclsFilter",
+    "DeleteAclsFilterResult",
+    "DeleteAclsMatchingAcl",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResource",
+    "DescribeAclsResponse",
     "CONFIG_APPEND",
     "CONFIG_SUBTRACT",
     "SOURCE_DEFAULT_CONFIG",

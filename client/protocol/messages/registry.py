@@ -11,6 +11,14 @@ is registered and that every request and response class of the package is.
 from __future__ import annotations
 
 from client.protocol.api import ApiKey, ApiRegistry, ApiSpec
+from client.protocol.messages.acls import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from client.protocol.messages.controller import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -145,6 +153,9 @@ REGISTRY = ApiRegistry(
         (ApiKey.VERIFY_LOG_DIRS, VerifyLogDirsRequest, VerifyLogDirsResponse),
         (ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse),
         (ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
+        (ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse),
+        (ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse),
+        (ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse),
     ]
 )
 
