@@ -94,6 +94,12 @@ from client.protocol.messages.topics import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from client.protocol.messages.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 
 REGISTRY = ApiRegistry(
     ApiSpec(api_key, 0, request_type, response_type)
@@ -145,6 +151,16 @@ REGISTRY = ApiRegistry(
         (ApiKey.VERIFY_LOG_DIRS, VerifyLogDirsRequest, VerifyLogDirsResponse),
         (ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse),
         (ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
+        (
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse,
+        ),
+        (
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            AlterUserScramCredentialsRequest,
+            AlterUserScramCredentialsResponse,
+        ),
     ]
 )
 
