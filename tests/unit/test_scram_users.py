@@ -213,3 +213,42 @@ async def test_bad_alterations_get_kafkas_codes_and_write_nothing(autojump_clock
         }
         zk = cluster.live()[0].server.gateway.zk
         assert await zk.get_children_or_empty("/config/users") == []
+
+
+async def test_hostile_names_and_values_get_clear_codes_and_stay_inside_config_users(
+    autojump_clock,
+):
+    async with (
+        open_test_cluster(1) as cluster,
+        open_admin(cluster.bootstrap, connector=cluster.connector()) as admin,
+    ):
+        zk = cluster.live()[0].server.gateway.zk
+
+        async def alter(**fields) -> list[tuple[str, int, str | None]]:
+            values = dict(
+                name="h", mechanism=1, iterations=4096, salt=SALT, salted_password=b"p" * 32
+            )
+            values.update(fields)
+            request = m.AlterUserScramCredentialsRequest(
+                upsertions=[m.ScramCredentialUpsertion(**values)]
+            )
+            response = await admin._request_any(request)
+            return [(r.user, r.error_code, r.error_message) for r in response.results]
+
+        assert await alter(name=".") == [(".", 93, "Username must not be . or ..")]
+        assert await alter(name="..") == [("..", 93, "Username must not be . or ..")]
+        assert await alter(mechanism=-5) == [("h", 33, "Unknown SCRAM mechanism")]
+        assert await alter(mechanism=300) == [("h", 33, "Unknown SCRAM mechanism")]
+        assert await alter(iterations=-1) == [("h", 93, "Too few iterations")]
+        assert await alter(salted_password=b"") == [("h", 93, "Salted password must not be empty")]
+        for name in ("a/b", "zoo/../keeper", "\x00", "ü"):
+            assert await alter(name=name) == [(name, 0, None)]
+        assert sorted(await zk.get_children("/config/users")) == [
+            "%00", "%C3%BC", "a%2Fb", "zoo%2F..%2Fkeeper"
+        ]  # fmt: skip
+        described = await admin.describe_user_scram_credentials([".", "a/b"])
+        assert described["."].code is ErrorCode.RESOURCE_NOT_FOUND
+        assert described["a/b"] == [ScramCredentialInfo("SCRAM-SHA-256", 4096)]
+        assert set(await admin.describe_user_scram_credentials()) == {
+            "a/b", "zoo/../keeper", "\x00", "ü"
+        }  # fmt: skip
