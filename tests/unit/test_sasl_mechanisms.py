@@ -73,6 +73,23 @@ def test_scramp_client_logs_in(mechanism: str) -> None:
     assert server.principal == KafkaPrincipal.user("alice")
 
 
+@pytest.mark.parametrize("mechanism", SCRAM)
+@pytest.mark.parametrize("password", ["alice-secret", "wrong"])
+def test_kafka_pythons_own_scram_client(mechanism: str, password: str) -> None:
+    """kafka-python's hand-written SCRAM client (what it sends to Kafka brokers)."""
+    from kafka.net.sasl.scram import ScramClient as KafkaPythonScram
+
+    server = make_factory().create(mechanism)
+    client = KafkaPythonScram("alice", password, mechanism)
+    client.process_server_first_message(server.evaluate(client.first_message()))
+    if password != "alice-secret":
+        with pytest.raises(SaslAuthenticationFailed):
+            server.evaluate(client.final_message())
+        return
+    client.process_server_final_message(server.evaluate(client.final_message()))
+    assert server.principal == KafkaPrincipal.user("alice")
+
+
 @pytest.mark.parametrize("mechanism", ALL)
 @pytest.mark.parametrize("user,password", [("alice", "wrong"), ("mallory", "alice-secret")])
 def test_wrong_password_or_unknown_user_fails(mechanism: str, user: str, password: str) -> None:
