@@ -5,7 +5,8 @@ How it works: the connection sends `initial_response()` as the first SASL token 
 server answers to `evaluate`, which returns the next token to send or None when the
 exchange is done (`complete`). SCRAM runs on the `scramp` library; a server-final
 message whose signature does not prove the server knows the credential, or that carries
-an error, raises `SaslClientError`, as does any token out of turn.
+an error, raises `SaslClientError`, as does any token out of turn or a server-first
+message asking for more than `MAX_SERVER_ITERATIONS` (a hostile server's CPU drain).
 
 `salted_password` is RFC 5802's Hi() (PBKDF2-HMAC) for KIP-554's
 AlterUserScramCredentials, which sends the salted password, never the password;
@@ -22,6 +23,9 @@ from scramp import ScramClient
 from client.protocol.errors import ErrorCode, TributaryError
 
 PLAIN = "PLAIN"
+# The most PBKDF2 iterations a server may ask for (kafka-python's bound): more would let a
+# hostile server spend seconds of this client's CPU. Kafka's brokers store at most 16384.
+MAX_SERVER_ITERATIONS = 1_000_000
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_HASHES)
 
@@ -77,6 +81,7 @@ class SaslClient:
             raise SaslClientError("the server's SCRAM message is not UTF-8") from None
         try:
             if self._step == 1:
+                _check_iterations(text)
                 self._scram.set_server_first(text)
                 self._step = 2
                 return str(self._scram.get_client_final()).encode("utf-8")
@@ -85,6 +90,15 @@ class SaslClient:
             raise SaslClientError(f"SCRAM authentication failed: {str(e)[:200]}") from None
         self._complete = True
         return None
+
+
+def _check_iterations(server_first: str) -> None:
+    for attribute in server_first.split(","):
+        if attribute.startswith("i=") and attribute[2:].isdigit():
+            if len(attribute) > 12 or int(attribute[2:]) > MAX_SERVER_ITERATIONS:
+                raise SaslClientError(
+                    f"the server asks for more than {MAX_SERVER_ITERATIONS} SCRAM iterations"
+                )
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:

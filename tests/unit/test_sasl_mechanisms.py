@@ -167,6 +167,13 @@ def test_the_client_refuses_a_server_that_does_not_know_the_credential(mechanism
     assert not client.complete
 
 
+def test_the_client_refuses_a_server_asking_for_too_many_iterations() -> None:
+    client = SaslClient("SCRAM-SHA-256", "alice", "alice-secret")
+    client.initial_response()
+    with pytest.raises(SaslClientError, match="more than 1000000"):
+        client.evaluate(b"r=x,s=QUJDREVGR0hJSktM,i=5000000")
+
+
 def test_the_client_rejects_unsupported_mechanisms_and_tokens_out_of_turn() -> None:
     with pytest.raises(ValueError, match="unsupported SASL mechanism"):
         SaslClient("GSSAPI", "a", "b")
@@ -243,3 +250,30 @@ def test_hostile_tokens_only_ever_fail_authentication(
             assert len(str(e)) < 200
             return
         assert isinstance(answer, bytes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mechanism=st.sampled_from(SCRAM),
+    challenges=st.lists(
+        st.one_of(
+            st.binary(max_size=200),
+            st.text(max_size=100).map(str.encode),
+            st.text(max_size=40).map(lambda t: f"r={t},s=QUJDREVGR0hJSktM,i=4096".encode()),
+            st.integers(-5, 10**9).map(lambda i: f"r=x,s=QUJDREVGR0hJSktM,i={i}".encode()),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_a_hostile_server_only_ever_fails_the_client(
+    mechanism: str, challenges: list[bytes]
+) -> None:
+    client = SaslClient(mechanism, "alice", "alice-secret")
+    client.initial_response()
+    for challenge in challenges:
+        try:
+            client.evaluate(challenge)
+        except SaslClientError as e:
+            assert "alice-secret" not in str(e)
+            return
