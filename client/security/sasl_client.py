@@ -8,6 +8,9 @@ message whose signature does not prove the server knows the credential, or that 
 an error, raises `SaslClientError`, as does any token out of turn or a server-first
 message asking for more than `MAX_SERVER_ITERATIONS` (a hostile server's CPU drain).
 
+A password that SASLprep would change (scramp prepares it, Kafka's credentials do not)
+is refused with ValueError up front rather than failing every login.
+
 `salted_password` is RFC 5802's Hi() (PBKDF2-HMAC) for KIP-554's
 AlterUserScramCredentials, which sends the salted password, never the password;
 `new_salt` is a fresh random salt for it.
@@ -19,6 +22,7 @@ import hashlib
 import secrets
 
 from scramp import ScramClient
+from scramp.utils import saslprep
 
 from client.protocol.errors import ErrorCode, TributaryError
 
@@ -54,8 +58,16 @@ class SaslClient:
         if mechanism != PLAIN:
             try:
                 self._scram = ScramClient([mechanism], username, password)
+                prepared = saslprep(password)
             except Exception as e:  # scramp's ScramException: e.g. a prohibited character
                 raise ValueError(f"SCRAM cannot use this username or password: {e}") from None
+            if prepared != password:
+                # scramp salts the SASLprep'd password; Kafka's credentials (and
+                # `salted_password` here) salt it as it is: the proof could never match.
+                raise ValueError(
+                    "SCRAM cannot use this password: SASLprep changes it (e.g. a non-ASCII "
+                    "space or a compatibility character), and Kafka's credentials do not"
+                )
 
     @property
     def complete(self) -> bool:

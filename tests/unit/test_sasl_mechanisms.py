@@ -177,6 +177,12 @@ def test_the_client_refuses_a_server_asking_for_too_many_iterations() -> None:
 def test_the_client_rejects_unsupported_mechanisms_and_tokens_out_of_turn() -> None:
     with pytest.raises(ValueError, match="unsupported SASL mechanism"):
         SaslClient("GSSAPI", "a", "b")
+    with pytest.raises(ValueError, match="SASLprep changes it") as refused:
+        SaslClient("SCRAM-SHA-256", "a", "non\u00a0ascii-space")
+    assert "ascii-space" not in str(refused.value)
+    with pytest.raises(ValueError, match="cannot use this"):
+        SaslClient("SCRAM-SHA-512", "a", "control\x07char")
+    assert SaslClient("SCRAM-SHA-256", "a", "pässwörd").mechanism == "SCRAM-SHA-256"
     client = SaslClient("PLAIN", "a", "b")
     with pytest.raises(SaslClientError):
         client.evaluate(b"")
