@@ -34,7 +34,8 @@ default; so a Produce of idempotent batches needs only Write on its topics, as i
 ListPartitionReassignments, DescribeLogDirs Describe Cluster; DescribeProducers Read
 Topic; LeaderAndIsr, UpdateMetadata, StopReplica ClusterAction Cluster; Tributary's
 VerifyLogDirs (a scrub that may repair) Alter Cluster; DescribeAcls Describe Cluster,
-CreateAcls and DeleteAcls Alter Cluster.
+CreateAcls and DeleteAcls Alter Cluster; DescribeUserScramCredentials Describe Cluster,
+AlterUserScramCredentials Alter Cluster.
 
 Brokers and the controller do not authenticate yet: with
 `authorizer.inter.broker.listener.super.user=true` a request on the inter-broker
@@ -577,5 +578,7 @@ _RULES: dict[int, Callable[[Check, Any, Call], Awaitable[Any]]] = {
     ApiKey.DESCRIBE_ACLS: cluster(Op.DESCRIBE),
     ApiKey.CREATE_ACLS: cluster(Op.ALTER),
     ApiKey.DELETE_ACLS: cluster(Op.ALTER),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: cluster(Op.DESCRIBE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: cluster(Op.ALTER),
     **GROUP_RULES,
 }

@@ -20,6 +20,8 @@ version the client asked for.
   ElectLeaders, partition reassignments, DescribeLogDirs, DescribeProducers);
   `translate_groups.py`: the group APIs; `translate_acls.py`: DescribeAcls, CreateAcls,
   DeleteAcls;
+  `translate_groups.py`: the group APIs; `translate_users.py`: users' SCRAM
+  credentials (DescribeUserScramCredentials, AlterUserScramCredentials);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 

@@ -27,6 +27,8 @@ The modules:
 - `groups.py`: `GroupAdmin`: list, describe and delete consumer groups, read and alter
   their committed offsets;
 - `acls.py`: `AclAdmin`: create, describe and delete ACLs (`Acl`, `AclFilter`);
+- `users.py`: `UserAdmin`: users' SCRAM credentials (KIP-554), described and altered
+  (the password is salted here; only the salted password is sent), with their values;
 - `results.py`: the values taken and returned (`NewTopic`, `TopicDescription`,
   `GroupDescription`...) and `GroupOffsetsError`.
 """
@@ -48,6 +50,11 @@ from client.admin.results import (
     ReplicaLogInfo,
     TopicDescription,
 )
+from client.admin.users import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 
 __all__ = [
     "DEFAULT_ADMIN_TIMEOUT_MS",
@@ -66,5 +73,8 @@ __all__ = [
     "Reassignment",
     "ReplicaLogInfo",
     "TopicDescription",
+    "ScramCredentialInfo",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
     "open_admin",
 ]

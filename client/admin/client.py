@@ -22,10 +22,13 @@ from client.admin.groups import GroupAdmin
 from client.admin.offsets import OffsetAdmin
 from client.admin.replicas import ReplicaAdmin
 from client.admin.topics import TopicAdmin
+from client.admin.users import UserAdmin
 from client.connection import Connector, open_connection_pool
 
 
-class Admin(TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin, AclAdmin):
+class Admin(
+    TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin, AclAdmin, UserAdmin
+):
     """Build with `open_admin()`; see the `client.admin` package docstring."""
 
 

@@ -127,6 +127,11 @@ class ErrorCode(IntEnum):
     GROUP_AUTHORIZATION_FAILED = (30, False, "Group authorization failed.")
     CLUSTER_AUTHORIZATION_FAILED = (31, False, "Cluster authorization failed.")
     INVALID_TIMESTAMP = (32, False, "The timestamp of the message is out of acceptable range.")
+    UNSUPPORTED_SASL_MECHANISM = (
+        33,
+        False,
+        "The broker does not support the requested SASL mechanism.",
+    )
     UNSUPPORTED_VERSION = (35, False, "The version of API is not supported.")
     TOPIC_ALREADY_EXISTS = (36, False, "Topic with this name already exists.")
     INVALID_PARTITIONS = (37, False, "Number of partitions is invalid.")
@@ -167,6 +172,7 @@ class ErrorCode(IntEnum):
         False,
         "The user-specified log directory is not found in the broker config.",
     )
+    SASL_AUTHENTICATION_FAILED = (58, False, "SASL Authentication failed.")
     UNKNOWN_PRODUCER_ID = (
         59,
         False,
@@ -225,6 +231,17 @@ class ErrorCode(IntEnum):
         "This record has failed the validation on broker and hence will be rejected.",
     )
     THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
+    RESOURCE_NOT_FOUND = (
+        91,
+        False,
+        "A request illegally referred to a resource that does not exist.",
+    )
+    DUPLICATE_RESOURCE = (92, False, "A request illegally referred to the same resource twice.")
+    UNACCEPTABLE_CREDENTIAL = (
+        93,
+        False,
+        "Requested credential would not meet criteria for acceptability.",
+    )
     UNKNOWN_TOPIC_ID = (100, True, "This server does not host this topic ID.")
     UNSUPPORTED_ENDPOINT_TYPE = (
         119,

@@ -368,3 +368,18 @@ async def test_the_client_library_reports_refusals_at_once(autojump_clock):
                     while True:
                         await consumer.poll(1000)
             assert grouped.value.code is ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_every_api_a_broker_serves_has_an_authorization_rule():
+    """A new API must say which operation it needs: one left out of the table would be
+    served to anyone. Exempt: ApiVersions (answered to anyone, as Kafka does), the SASL
+    exchange (before authentication, in the connection loop) and ControlledShutdown (the
+    controller's, not a broker's)."""
+    from broker.handlers.authorization import _RULES
+    from client.protocol.api import ApiKey
+    from client.protocol.messages.registry import REGISTRY
+
+    exempt = {ApiKey.API_VERSIONS, ApiKey.CONTROLLED_SHUTDOWN}
+    exempt |= {key for key in ApiKey if key.name.startswith("SASL_")}
+    missing = [ApiKey(k).name for k in REGISTRY.supported() if k not in _RULES and k not in exempt]
+    assert missing == []

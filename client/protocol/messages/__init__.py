@@ -16,6 +16,7 @@ The modules, one per family of APIs (each section headed with the API's name and
 - `replicas.py`: OffsetForLeaderEpoch, ElectLeaders, the partition reassignments,
   DescribeLogDirs and VerifyLogDirs (Tributary's own);
 - `groups.py`: the consumer group APIs, FindCoordinator to DeleteGroups;
+- `users.py`: DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554);
 - `controller.py`: controller to broker: LeaderAndIsr, StopReplica, UpdateMetadata, and
   ControlledShutdown (broker to controller);
 - `acls.py`: the ACL admin APIs: DescribeAcls, CreateAcls, DeleteAcls;
@@ -243,6 +244,22 @@ from client.protocol.messages.topics import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from client.protocol.messages.users import (
+    SCRAM_MECHANISM_NAMES,
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    SCRAM_UNKNOWN,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResult,
+    DescribeUserScramCredentialsUser,
+    ScramCredentialDeletion,
+    ScramCredentialInfo,
+    ScramCredentialUpsertion,
+)
 
 __all__ = [
     "AclCreation",
@@ -446,4 +463,18 @@ __all__ = [
     "OffsetDeleteResponsePartition",
     "OffsetDeleteResponseTopic",
     "OffsetDeleteTopic",
+    "SCRAM_MECHANISM_NAMES",
+    "SCRAM_SHA_256",
+    "SCRAM_SHA_512",
+    "SCRAM_UNKNOWN",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
+    "AlterUserScramCredentialsResult",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
+    "DescribeUserScramCredentialsResult",
+    "DescribeUserScramCredentialsUser",
+    "ScramCredentialDeletion",
+    "ScramCredentialInfo",
+    "ScramCredentialUpsertion",
 ]

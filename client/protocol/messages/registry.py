@@ -102,6 +102,12 @@ from client.protocol.messages.topics import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from client.protocol.messages.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 
 REGISTRY = ApiRegistry(
     ApiSpec(api_key, 0, request_type, response_type)
@@ -156,6 +162,16 @@ REGISTRY = ApiRegistry(
         (ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse),
         (ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse),
         (ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse),
+        (
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse,
+        ),
+        (
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            AlterUserScramCredentialsRequest,
+            AlterUserScramCredentialsResponse,
+        ),
     ]
 )
 
