@@ -87,6 +87,7 @@ from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
 from server_common.network import Handler as RequestHandler
+from server_common.security.tls import server_context
 from server_common.server_main import call_on_termination
 from server_common.zk import ZooKeeper
 from server_common.zk_kazoo import KazooZooKeeper
@@ -152,6 +153,12 @@ class BrokerServer:
             _resolve_overrides(config.max_connections_per_ip_overrides),
         )
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        # TLS listeners' contexts, loaded now so a bad PEM file stops the broker at start.
+        self.tls_contexts = {
+            name: server_context(security.tls)
+            for name, security in config.security.items()
+            if security.tls is not None
+        }
         self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
@@ -417,6 +424,9 @@ class BrokerServer:
             endpoints=tuple(
                 (name, *self.advertised_endpoint(name)) for name in self.config.listeners
             ),
+            security_protocols=tuple(
+                (name, security.protocol) for name, security in self.config.security.items()
+            ),
         )
 
     async def _serve(self, listeners: dict[str, Bound], scope: trio.CancelScope) -> None:
@@ -447,6 +457,9 @@ class BrokerServer:
             if listener_pool.bounded:
                 max_frame_bytes = min(max_frame_bytes, listener_pool.capacity)
 
+            security = config.security[listener]
+            tls = self.tls_contexts.get(listener)
+
             async def serve(stream: trio.abc.Stream) -> None:
                 await serve_connection(
                     # Any stream is served (in-memory ones in tests); serve_connection is
@@ -459,6 +472,8 @@ class BrokerServer:
                     wire=wire,
                     pool=listener_pool,
                     idle_timeout_s=idle_timeout_s,
+                    tls=tls,
+                    tls_handshake_timeout_s=security.handshake_timeout_ms / 1000,
                 )
 
             async def handle(stream: trio.abc.Stream) -> None:

@@ -126,6 +126,12 @@ class ErrorCode(IntEnum):
     TOPIC_AUTHORIZATION_FAILED = (29, False, "Topic authorization failed.")
     CLUSTER_AUTHORIZATION_FAILED = (31, False, "Cluster authorization failed.")
     INVALID_TIMESTAMP = (32, False, "The timestamp of the message is out of acceptable range.")
+    UNSUPPORTED_SASL_MECHANISM = (
+        33,
+        False,
+        "The broker does not support the requested SASL mechanism.",
+    )
+    ILLEGAL_SASL_STATE = (34, False, "Request is not valid given the current SASL state.")
     UNSUPPORTED_VERSION = (35, False, "The version of API is not supported.")
     TOPIC_ALREADY_EXISTS = (36, False, "Topic with this name already exists.")
     INVALID_PARTITIONS = (37, False, "Number of partitions is invalid.")
@@ -164,6 +170,7 @@ class ErrorCode(IntEnum):
         False,
         "The user-specified log directory is not found in the broker config.",
     )
+    SASL_AUTHENTICATION_FAILED = (58, False, "SASL Authentication failed.")
     UNKNOWN_PRODUCER_ID = (
         59,
         False,

@@ -3,4 +3,10 @@
 - `principal`: Kafka's `KafkaPrincipal` ("User:alice"), `ANONYMOUS`, and the principal
   of the connection whose request is being served (`current_principal()`), set by the
   connection loop once the connection has authenticated.
+
+Listener security (the transport):
+- `listener_config`: each listener's security protocol, TLS files and SASL settings
+  (`listener.security.protocol.map`, ssl.*, sasl.*, with `listener.name.<l>.` prefixes);
+- `tls`: SSL contexts from PEM files, the server-side TLS handshake, a client
+  certificate's principal (RFC 2253 subject).
 """

@@ -27,6 +27,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ["broker", "controller", "client", "server_common", "tools", "spark"]
 
+
 def is_package(directory: pathlib.Path) -> bool:
     return directory.name != "__pycache__" and any(directory.glob("*.py"))
 
@@ -88,4 +89,3 @@ def test_the_rule_reads_names_as_whole_words():
     assert not names(doc, "module", "log.py")  # core/log.py is another package's module
     assert not names(doc, "package", "core")  # "core/log.py" names a module, not core/
     assert not names(doc, "package", "log")
-

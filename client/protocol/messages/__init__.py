@@ -16,6 +16,7 @@ The modules, one per family of APIs (each section headed with the API's name and
 - `replicas.py`: OffsetForLeaderEpoch, ElectLeaders, the partition reassignments,
   DescribeLogDirs and VerifyLogDirs (Tributary's own);
 - `groups.py`: the consumer group APIs, FindCoordinator to DeleteGroups;
+- `sasl.py`: authentication: SaslHandshake and SaslAuthenticate;
 - `controller.py`: controller to broker: LeaderAndIsr, StopReplica, UpdateMetadata, and
   ControlledShutdown (broker to controller);
 - `registry.py`: `REGISTRY`, (api key, version) -> request and response classes, and
@@ -177,6 +178,12 @@ from client.protocol.messages.replicas import (
     VerifyLogDirsRequest,
     VerifyLogDirsResponse,
 )
+from client.protocol.messages.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from client.protocol.messages.topics import (
     BROKER_RESOURCE,
     CONFIG_APPEND,
@@ -229,6 +236,10 @@ from client.protocol.messages.topics import (
 )
 
 __all__ = [
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "CONFIG_APPEND",
     "CONFIG_SUBTRACT",
     "SOURCE_DEFAULT_CONFIG",

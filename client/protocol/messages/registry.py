@@ -78,6 +78,12 @@ from client.protocol.messages.replicas import (
     VerifyLogDirsRequest,
     VerifyLogDirsResponse,
 )
+from client.protocol.messages.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from client.protocol.messages.topics import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -145,6 +151,8 @@ REGISTRY = ApiRegistry(
         (ApiKey.VERIFY_LOG_DIRS, VerifyLogDirsRequest, VerifyLogDirsResponse),
         (ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse),
         (ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
+        (ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse),
+        (ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse),
     ]
 )
 
