@@ -10,6 +10,8 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   sessions; `TopicConfigs` (zookeeper/topic_configs.py) caches topic configs read from
   ZooKeeper; `BrokerConfigs` (zookeeper/broker_configs.py) holds the dynamic broker
   configs, read before the logs open and applied live (`_broker_config_changed`);
+  `UserCredentials` (zookeeper/user_configs.py) the users' SCRAM credentials, read
+  before the listeners serve and reloaded on every change;
 - `RequestHandlers` (handlers/: one module per family of requests) behind each listener,
   served by `server_common.network.serve_connection`, one task per connection. A
   listener mapped to `kafka` in `listener.wire.protocol.map` speaks Kafka's wire
@@ -79,6 +81,7 @@ from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_sh
 from broker.zookeeper.gateway import BrokerZkGateway
 from broker.zookeeper.registration import BrokerIdentity, Registration
 from broker.zookeeper.topic_configs import TopicConfigs
+from broker.zookeeper.user_configs import UserCredentials
 from server_common import zkdata
 from server_common.connection_limits import NO_LIMIT, ConnectionLimits
 from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms
@@ -134,6 +137,10 @@ class BrokerServer:
             self.gateway, config, on_change=self._broker_config_changed
         )
         self.topic_configs.on_broker_change = self.broker_configs.reload
+        # Users' SCRAM credentials (/config/users): what SCRAM logins are checked against
+        # (`self.user_credentials.cache`), reloaded on every users/ change notification.
+        self.user_credentials = UserCredentials(self.gateway)
+        self.topic_configs.on_user_change = self.user_credentials.reload
         self.background = BackgroundTasks(
             self.broker_id,
             self.gateway,
@@ -366,12 +373,15 @@ class BrokerServer:
                         self.config["metrics.port"],
                     )
                 await self.registration.register()
+                await self.user_credentials.load()  # before a listener serves a login
                 serving = trio.CancelScope()
                 nursery.start_soon(self._serve, listeners, serving)
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.groups.run)
                 self.background.start_all(nursery)
                 await nursery.start(self.topic_configs.watch_changes)  # dynamic topic configs
+                # Again, now that the watcher runs: a change between the two loads is seen.
+                await self.user_credentials.load()
                 nursery.start_soon(self.registration.keep_registered)
                 log.info(
                     "broker %d serving %s, log dir %s",

@@ -12,7 +12,9 @@
 - `list_offsets.py`: one ListOffsets request to one broker (consumer and admin);
 - `admin/`: the admin client (`Admin`, `open_admin`), one module per family of requests
   (its own docstring names them);
-- `sync.py`: blocking wrappers for code that is not on Trio.
+- `sync.py`: blocking wrappers for code that is not on Trio;
+- `security/`: authenticating to a broker (the SASL client mechanisms, Kafka's
+  `sasl.jaas.config` values).
 
 Nothing here imports the broker, the controller, the shared server plumbing
 (`server_common`), the tools or the Spark job; they depend on this package, never the

@@ -7,6 +7,7 @@ the CLI. Decoders raise `ZkDataError` for malformed znodes instead of crashing c
 from __future__ import annotations
 
 import json
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ CONFIG_CHANGES = "/config/changes"
 # Dynamic broker configs: /config/brokers/<id>, and <default> for the cluster-wide ones.
 CONFIG_BROKERS = "/config/brokers"
 BROKER_DEFAULT_ENTITY = "<default>"
+# Users' configs (SCRAM credentials): /config/users/<sanitized user>.
+CONFIG_USERS = "/config/users"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -117,6 +120,22 @@ def topic_config_path(topic: str) -> str:
 def broker_config_path(entity: str) -> str:
     """/config/brokers/<id> or /config/brokers/<default>."""
     return f"{CONFIG_BROKERS}/{entity}"
+
+
+def sanitize_entity_name(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user name as a znode name (URL-encoded: letters,
+    digits, '.', '-' and '_' stay, everything else is %XX of its UTF-8 bytes)."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize_entity_name(name: str) -> str:
+    """Kafka's Sanitizer.desanitize."""
+    return urllib.parse.unquote(name, errors="strict")
+
+
+def user_config_path(user: str) -> str:
+    """/config/users/<user>, the user name sanitized as Kafka does."""
+    return f"{CONFIG_USERS}/{sanitize_entity_name(user)}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -322,8 +341,10 @@ def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
     return decode_entity_config(topic_config_path(topic), data)
 
 
-# /config/brokers/<entity> holds the same {"version": 1, "config": {...}} as a topic's.
+# /config/brokers/<entity> and /config/users/<user> hold the same
+# {"version": 1, "config": {...}} as a topic's.
 encode_broker_config = encode_topic_config
+encode_user_config = encode_topic_config
 
 
 def decode_entity_config(path: str, data: bytes) -> dict[str, str]:

@@ -29,6 +29,8 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
   with `TopicDefaults` (the broker settings they apply);
 - `configs.py`: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of topics and
   brokers (dynamic broker configs);
+- `users.py`: DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554),
+  users' SCRAM credentials in /config/users;
 - `elections.py`: ElectLeaders (preferred); `reassignments.py`: Alter- and
   ListPartitionReassignments; both write the /admin znodes the controller watches;
 - `groups.py`: the consumer group APIs (`GROUP_APIS`), over the group coordinator
@@ -58,6 +60,7 @@ from broker.handlers.producer_ids import ProducerIdHandlers
 from broker.handlers.producers import ProducerHandlers
 from broker.handlers.reassignments import ReassignmentHandlers
 from broker.handlers.topics import TopicDefaults, TopicHandlers
+from broker.handlers.users import UserHandlers
 from broker.tasks.log_scrubber import LogScrubber
 from broker.zookeeper.broker_configs import BrokerConfigs
 from broker.zookeeper.gateway import BrokerZkGateway
@@ -120,6 +123,7 @@ class RequestHandlers:
         self.configs = ConfigHandlers(gateway, lambda: topic_configs.default, broker_configs)
         self.elections = ElectionHandlers(gateway, metadata_cache, metadata_changes)
         self.reassignments = ReassignmentHandlers(gateway)
+        self.users = UserHandlers(gateway)
         self.groups = groups
         data, controller = self.data_plane, self.controller_requests
         # API key -> handler(request), for every API but Metadata and the group APIs
@@ -148,6 +152,8 @@ class RequestHandlers:
             ApiKey.ELECT_LEADERS: self.elections.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.reassignments.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self.reassignments.list_partition_reassignments,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.users.describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.users.alter_user_scram_credentials,
         }
 
     async def handle(self, header: RequestHeader, request: Any, listener: str | None = None) -> Any:

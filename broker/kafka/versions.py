@@ -2,7 +2,7 @@
 what the decoder accepts.
 
 How it works: every translate module (translate_data.py, translate_admin.py,
-translate_configs.py, translate_groups.py) exposes `TRANSLATIONS: dict[int,
+translate_configs.py, translate_groups.py, translate_users.py) exposes `TRANSLATIONS: dict[int,
 Translation]`, each entry with the version range its functions translate correctly;
 none of them imports this module.
 `translations()` merges them with ApiVersions' own translation (here: its answer is the
@@ -38,6 +38,7 @@ from broker.kafka import (
     translate_data,
     translate_groups,
     translate_replicas,
+    translate_users,
 )
 from broker.kafka.translation import (
     ZERO_MS,
@@ -87,6 +88,7 @@ def translations() -> dict[int, Translation]:
         translate_configs,
         translate_groups,
         translate_replicas,
+        translate_users,
     ):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:

@@ -9,6 +9,8 @@
   from /config/topics, kept up to date from /config/changes;
 - `broker_configs.py`: `BrokerConfigs`, this broker's dynamic configs from
   /config/brokers/<id> and /config/brokers/<default>, applied live when they change;
+- `user_configs.py`: `UserCredentials`, the users' SCRAM credentials from /config/users
+  (the cache SCRAM logins are checked against), kept up to date from /config/changes;
 - `controlled_shutdown.py`: leaving the cluster: finds the active controller in
   /controller and asks it to move this broker's leaderships away before it stops.
 """

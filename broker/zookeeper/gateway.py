@@ -225,6 +225,47 @@ class BrokerZkGateway:
             makepath=True,
         )
 
+    # -- users (SCRAM credentials) ---------------------------------------------------------
+    async def user_configs(self, users: list[str]) -> dict[str, dict[str, str]]:
+        """Configs of `users` (/config/users/<sanitized user>; {} where there are none or
+        the znode is unreadable)."""
+        paths = [zkdata.user_config_path(u) for u in users]
+        configs: dict[str, dict[str, str]] = {}
+        for user, path, result in zip(users, paths, await self.zk.get_many(paths), strict=True):
+            configs[user] = {}
+            if result is not None:
+                try:
+                    configs[user] = zkdata.decode_entity_config(path, result[0])
+                except zkdata.ZkDataError as exc:
+                    log.warning("ignoring a bad user config: %s", exc)
+        return configs
+
+    async def all_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user with a znode under /config/users, and its config."""
+        users = []
+        for child in await self.zk.get_children_or_empty(zkdata.CONFIG_USERS):
+            try:
+                users.append(zkdata.desanitize_entity_name(child))
+            except UnicodeDecodeError:
+                log.warning("ignoring /config/users/%s: not a sanitized user name", child)
+        return await self.user_configs(users)
+
+    async def set_user_config(self, user: str, config: dict[str, str]) -> None:
+        """Replace /config/users/<user> and announce it (entity path users/<user>), as
+        Kafka's AdminZkClient.changeConfigs does for ConfigType.User."""
+        path = zkdata.user_config_path(user)
+        data = zkdata.encode_user_config(config)
+        try:
+            await self.zk.set(path, data)
+        except NoNodeError:
+            await self.zk.create(path, data, makepath=True)
+        await self.zk.create(
+            f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
+            zkdata.encode_config_change(f"users/{zkdata.sanitize_entity_name(user)}"),
+            sequence=True,
+            makepath=True,
+        )
+
     async def config_change_entities(self, names: list[str]) -> list[str]:
         """The entity paths the named /config/changes children announce (unreadable or
         vanished ones left out)."""

@@ -20,7 +20,8 @@ reads the notifications newer than the last it processed (those present when it
 started are already reflected in what `ensure_loaded` reads), re-reads the named
 topics' configs and applies them through `on_loaded`: a running log picks up, e.g., a
 new `retention.ms` at its next retention check, without a restart. Broker entities are
-handed to `on_broker_change` (broker_configs.py reloads its layers).
+handed to `on_broker_change` (broker_configs.py reloads its layers), user entities to
+`on_user_change` (user_configs.py reloads their SCRAM credentials).
 
 Notifications are deleted once they are older than `change_expiration_ms` (15 minutes,
 Kafka's ZkNodeChangeNotificationListener changeExpirationMs), so /config/changes does not
@@ -67,6 +68,7 @@ class TopicConfigs:
         self._configs: dict[str, LogConfig] = {}
         self._overrides: dict[str, dict[str, str]] = {}
         self.on_broker_change: Callable[[list[str]], Awaitable[None]] | None = None
+        self.on_user_change: Callable[[list[str]], Awaitable[None]] | None = None
 
     def log_config_for(self, topic: str) -> LogConfig:
         return self._configs.get(topic, self.default)
@@ -180,6 +182,9 @@ class TopicConfigs:
         brokers = sorted({e.split("/", 1)[1] for e in entities if e.startswith("brokers/")})
         if brokers and self.on_broker_change is not None:
             await self.on_broker_change(brokers)
+        users = sorted({e.split("/", 1)[1] for e in entities if e.startswith("users/")})
+        if users and self.on_user_change is not None:
+            await self.on_user_change(users)
         topics = sorted({e.split("/", 1)[1] for e in entities if e.startswith("topics/")})
         if not topics:
             return

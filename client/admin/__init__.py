@@ -26,6 +26,8 @@ The modules:
 - `offsets.py`: `OffsetAdmin`: ListOffsets and DeleteRecords to partition leaders;
 - `groups.py`: `GroupAdmin`: list, describe and delete consumer groups, read and alter
   their committed offsets;
+- `users.py`: `UserAdmin`: users' SCRAM credentials (KIP-554), described and altered
+  (the password is salted here; only the salted password is sent), with their values;
 - `results.py`: the values taken and returned (`NewTopic`, `TopicDescription`,
   `GroupDescription`...) and `GroupOffsetsError`.
 """
@@ -46,6 +48,11 @@ from client.admin.results import (
     ReplicaLogInfo,
     TopicDescription,
 )
+from client.admin.users import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 
 __all__ = [
     "DEFAULT_ADMIN_TIMEOUT_MS",
@@ -62,5 +69,8 @@ __all__ = [
     "Reassignment",
     "ReplicaLogInfo",
     "TopicDescription",
+    "ScramCredentialInfo",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
     "open_admin",
 ]

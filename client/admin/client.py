@@ -21,10 +21,11 @@ from client.admin.groups import GroupAdmin
 from client.admin.offsets import OffsetAdmin
 from client.admin.replicas import ReplicaAdmin
 from client.admin.topics import TopicAdmin
+from client.admin.users import UserAdmin
 from client.connection import Connector, open_connection_pool
 
 
-class Admin(TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin):
+class Admin(TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin, UserAdmin):
     """Build with `open_admin()`; see the `client.admin` package docstring."""
 
 

@@ -229,6 +229,17 @@ class ErrorCode(IntEnum):
         "This record has failed the validation on broker and hence will be rejected.",
     )
     THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
+    RESOURCE_NOT_FOUND = (
+        91,
+        False,
+        "A request illegally referred to a resource that does not exist.",
+    )
+    DUPLICATE_RESOURCE = (92, False, "A request illegally referred to the same resource twice.")
+    UNACCEPTABLE_CREDENTIAL = (
+        93,
+        False,
+        "Requested credential would not meet criteria for acceptability.",
+    )
     UNKNOWN_TOPIC_ID = (100, True, "This server does not host this topic ID.")
     UNSUPPORTED_ENDPOINT_TYPE = (
         119,

@@ -3,6 +3,12 @@
 - `principal`: Kafka's `KafkaPrincipal` ("User:alice"), `ANONYMOUS`, and the principal
   of the connection whose request is being served (`current_principal()`), set by the
   connection loop once the connection has authenticated.
+- `sasl`: the server side of SASL PLAIN and SCRAM-SHA-256/512, pure (`SaslServerFactory`
+  makes one `SaslServer` per connection's exchange);
+- `scram`: SCRAM credentials as Kafka stores them (the mechanisms, the credential string
+  of /config/users/<user>, deriving keys from a salted password);
+- `credential_cache`: the SCRAM credentials a broker checks logins against, kept from
+  /config/users (`ScramCredentialCache`, the `ScramCredentialSource` of `sasl`).
 
 Listener security (the transport):
 - `listener_config`: each listener's security protocol, TLS files and SASL settings

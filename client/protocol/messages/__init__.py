@@ -17,6 +17,7 @@ The modules, one per family of APIs (each section headed with the API's name and
   DescribeLogDirs and VerifyLogDirs (Tributary's own);
 - `groups.py`: the consumer group APIs, FindCoordinator to DeleteGroups;
 - `sasl.py`: authentication: SaslHandshake and SaslAuthenticate;
+- `users.py`: DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554);
 - `controller.py`: controller to broker: LeaderAndIsr, StopReplica, UpdateMetadata, and
   ControlledShutdown (broker to controller);
 - `registry.py`: `REGISTRY`, (api key, version) -> request and response classes, and
@@ -234,6 +235,22 @@ from client.protocol.messages.topics import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from client.protocol.messages.users import (
+    SCRAM_MECHANISM_NAMES,
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    SCRAM_UNKNOWN,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResult,
+    DescribeUserScramCredentialsUser,
+    ScramCredentialDeletion,
+    ScramCredentialInfo,
+    ScramCredentialUpsertion,
+)
 
 __all__ = [
     "SaslAuthenticateRequest",
@@ -428,4 +445,18 @@ __all__ = [
     "OffsetDeleteResponsePartition",
     "OffsetDeleteResponseTopic",
     "OffsetDeleteTopic",
+    "SCRAM_MECHANISM_NAMES",
+    "SCRAM_SHA_256",
+    "SCRAM_SHA_512",
+    "SCRAM_UNKNOWN",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
+    "AlterUserScramCredentialsResult",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
+    "DescribeUserScramCredentialsResult",
+    "DescribeUserScramCredentialsUser",
+    "ScramCredentialDeletion",
+    "ScramCredentialInfo",
+    "ScramCredentialUpsertion",
 ]

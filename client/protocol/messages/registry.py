@@ -100,6 +100,12 @@ from client.protocol.messages.topics import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from client.protocol.messages.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 
 REGISTRY = ApiRegistry(
     ApiSpec(api_key, 0, request_type, response_type)
@@ -153,6 +159,16 @@ REGISTRY = ApiRegistry(
         (ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
         (ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse),
         (ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse),
+        (
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse,
+        ),
+        (
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            AlterUserScramCredentialsRequest,
+            AlterUserScramCredentialsResponse,
+        ),
     ]
 )
 
