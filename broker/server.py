@@ -71,6 +71,7 @@ from broker.handlers.topics import TopicDefaults
 from broker.kafka import versions as kafka_versions
 from broker.kafka.dispatcher import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
+from broker.listener_sasl import sasl_factory
 from broker.tasks.background import BackgroundTasks, Intervals
 from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
@@ -90,6 +91,8 @@ from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
 from server_common.network import Handler as RequestHandler
+from server_common.security.authenticator import Authenticator
+from server_common.security.sasl_gate import SaslGate
 from server_common.security.tls import server_context
 from server_common.server_main import call_on_termination
 from server_common.zk import ZooKeeper
@@ -165,6 +168,13 @@ class BrokerServer:
             name: server_context(security.tls)
             for name, security in config.security.items()
             if security.tls is not None
+        }
+        # SASL listeners' mechanisms: PLAIN users from their JAAS config, SCRAM users from
+        # /config/users (the credential cache).
+        self.sasl_factories = {
+            name: sasl_factory(security, self.user_credentials.cache)
+            for name, security in config.security.items()
+            if security.uses_sasl
         }
         self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self._register_bound_metrics()
@@ -456,11 +466,10 @@ class BrokerServer:
 
             # handler(header, request): the header is what this listener's wire decodes,
             # the native RequestHeader or the KafkaHeader the Kafka dispatcher translates.
-            handle_request: Callable[[Any, Any], Awaitable[Any]] = self._intercept(serve_request)
-            wire = native_wire
-            if config.wire_protocols[listener] == KAFKA_WIRE:
-                handle_request = KafkaDispatcher(handle_request)
-                wire = _kafka_wire
+            native_handler = self._intercept(serve_request)
+            kafka = config.wire_protocols[listener] == KAFKA_WIRE
+            wire = _kafka_wire if kafka else native_wire
+            sasl = self.sasl_factories.get(listener)
             bounded = listener != config.inter_broker_listener
             max_frame_bytes = config["socket.request.max.bytes"]
             listener_pool = pool if bounded else self.inter_broker_memory_pool
@@ -471,6 +480,14 @@ class BrokerServer:
             tls = self.tls_contexts.get(listener)
 
             async def serve(stream: trio.abc.Stream) -> None:
+                # Each connection's own SASL gate in front of the handlers (both wires).
+                authenticator = None
+                if sasl is not None:
+                    authenticator = Authenticator(sasl, security.failed_authentication_delay_ms)
+                gate = SaslGate(native_handler, authenticator)
+                handle_request: Callable[[Any, Any], Awaitable[Any]] = (
+                    KafkaDispatcher(gate) if kafka else gate
+                )
                 await serve_connection(
                     # Any stream is served (in-memory ones in tests); serve_connection is
                     # annotated with trio.SocketStream only (server_common/network.py).

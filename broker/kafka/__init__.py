@@ -18,7 +18,8 @@ version the client asked for.
   `translate_configs.py`: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
   `translate_replicas.py`: the cluster and replica admin APIs (DescribeCluster,
   ElectLeaders, partition reassignments, DescribeLogDirs, DescribeProducers);
-  `translate_groups.py`: the group APIs; `translate_users.py`: users' SCRAM
+  `translate_groups.py`: the group APIs; `translate_sasl.py`: SaslHandshake and
+  SaslAuthenticate, for the connection's SASL gate; `translate_users.py`: users' SCRAM
   credentials (DescribeUserScramCredentials, AlterUserScramCredentials);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.

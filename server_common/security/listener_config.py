@@ -14,7 +14,8 @@ config is `listener.name.<listener>.<mechanism>.sasl.jaas.config` (e.g.
 `listener.name.sasl_ssl.plain.sasl.jaas.config`) or `sasl.jaas.config`.
 `split_listener_prefixed()` takes the prefixed keys out of a server's properties before
 its `ConfigDef` parses the rest; `listener_security()` combines both into one
-`ListenerSecurity` per listener. Pure: no file is read here (see tls.py).
+`ListenerSecurity` per listener (the JAAS configs are read by broker/listener_sasl.py).
+Pure: no file is read here (see tls.py).
 """
 
 from __future__ import annotations
