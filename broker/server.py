@@ -71,7 +71,7 @@ from broker.handlers.topics import TopicDefaults
 from broker.kafka import versions as kafka_versions
 from broker.kafka.dispatcher import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
-from broker.listener_sasl import sasl_factory
+from broker.listener_sasl import inter_broker_security, sasl_factory
 from broker.tasks.background import BackgroundTasks, Intervals
 from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
@@ -83,6 +83,7 @@ from broker.zookeeper.gateway import BrokerZkGateway
 from broker.zookeeper.registration import BrokerIdentity, Registration
 from broker.zookeeper.topic_configs import TopicConfigs
 from broker.zookeeper.user_configs import UserCredentials
+from client.security.secure_connector import secure_connector
 from server_common import zkdata
 from server_common.connection_limits import NO_LIMIT, ConnectionLimits
 from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms
@@ -176,6 +177,11 @@ class BrokerServer:
             for name, security in config.security.items()
             if security.uses_sasl
         }
+        # How this broker connects to the others (TLS and SASL as their inter-broker
+        # listener asks); the controller's listener is reached with the plain transport.
+        self.inter_broker_connect = secure_connector(
+            inter_broker_security(config), self.transport.connect
+        )
         self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
@@ -254,7 +260,7 @@ class BrokerServer:
             clock=self.now_ms,
             events=self.record_event,
             endpoint=self.metadata_cache.endpoint,
-            connector=self.transport.connect,
+            connector=self.inter_broker_connect,
             request_step_down=self.gateway.request_leader_step_down,
             metrics=self.metrics,
         )
@@ -294,7 +300,7 @@ class BrokerServer:
                 replica_manager=self.replica_manager,
                 endpoint=self.metadata_cache.endpoint,
                 clock=self.now_ms,
-                connector=self.transport.connect,
+                connector=self.inter_broker_connect,
                 socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000,
             )
         )

@@ -3,7 +3,9 @@
 `ControllerConfig.load(path, overrides)` reads a properties file and `key=value`
 overrides into typed, validated values (`server_common.properties`). The listener only serves
 ControlledShutdown; its bound port (port 0 picks a free one) goes into /controller so
-brokers can find it. `log.dir` is where `controller-events.jsonl` is appended.
+brokers can find it. `log.dir` is where `controller-events.jsonl` is appended. The
+controller connects to brokers' inter-broker listener as `security.inter.broker.protocol`
+says, with Kafka's client settings (`broker_security()`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from client.security.secure_connector import SecurityConfig
 from server_common.jsonl import ROTATION_CONFIG_KEYS
 from server_common.properties import (
     REQUIRED,
@@ -20,6 +23,7 @@ from server_common.properties import (
     ConfigKey,
     PropertiesConfig,
     at_least,
+    one_of,
     parse_listener,
 )
 
@@ -62,6 +66,34 @@ CONTROLLER_CONFIG = ConfigDef(
         ),
         ConfigKey("metrics.port", "int", -1, "Prometheus metrics HTTP port (-1 off, 0 any)"),
         *ROTATION_CONFIG_KEYS,
+        # -- how the controller connects to brokers' inter-broker listener -------------
+        ConfigKey(
+            "security.inter.broker.protocol",
+            "str",
+            "PLAINTEXT",
+            "security protocol of the brokers' inter-broker listener",
+            one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        ),
+        ConfigKey(
+            "sasl.mechanism.inter.broker.protocol",
+            "str",
+            "PLAIN",
+            "SASL mechanism the controller logs in to brokers with",
+            one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+        ),
+        ConfigKey(
+            "sasl.jaas.config", "str", "", "JAAS config with the controller's username/password"
+        ),
+        ConfigKey(
+            "ssl.truststore.location",
+            "str",
+            "",
+            "PEM CA file brokers' certificates are checked against",
+        ),
+        ConfigKey(
+            "ssl.keystore.location", "str", "", "PEM key + certificate shown to brokers (mTLS)"
+        ),
+        ConfigKey("ssl.key.password", "str", "", "password of that key, if any"),
     ]
 )
 
@@ -78,6 +110,24 @@ class ControllerConfig(PropertiesConfig):
             self.advertised_host = "127.0.0.1"
         if self.values["metrics.port"] < -1:
             raise ConfigError("metrics.port: must be -1 (off) or a port")
+
+    def broker_security(self) -> SecurityConfig | None:
+        """How the controller connects to brokers (None: PLAINTEXT); ConfigError."""
+        v = self.values
+        if v["security.inter.broker.protocol"] == "PLAINTEXT":
+            return None
+        properties = {
+            "security.protocol": v["security.inter.broker.protocol"],
+            "sasl.mechanism": v["sasl.mechanism.inter.broker.protocol"],
+            "sasl.jaas.config": v["sasl.jaas.config"],
+            "ssl.truststore.location": v["ssl.truststore.location"],
+            "ssl.keystore.location": v["ssl.keystore.location"],
+            "ssl.key.password": v["ssl.key.password"],
+        }
+        try:
+            return SecurityConfig.from_properties(properties)
+        except ValueError as exc:
+            raise ConfigError(f"the controller's connections to brokers: {exc}") from None
 
     @property
     def controller_id(self) -> int:

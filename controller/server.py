@@ -27,6 +27,7 @@ import trio
 
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.security.secure_connector import secure_connector
 from controller import events as ev
 from controller import leadership
 from controller.active import ActiveController
@@ -67,6 +68,8 @@ class ControllerServer:
         self.config = config
         self.controller_id = config.controller_id
         self.transport = transport
+        # Connections to brokers, with TLS/SASL as their inter-broker listener asks.
+        self._broker_connect = secure_connector(config.broker_security(), transport.connect)
         self.zk = zk or KazooZooKeeper(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
@@ -261,7 +264,7 @@ class ControllerServer:
             queue=self.queue,
             events=self.events,
             nursery=nursery,
-            connector=self.transport.connect,
+            connector=self._broker_connect,
         )
         nursery.start_soon(self._auto_rebalance_timer, term.epoch)
         await on_become_active(self.active)
