@@ -2,22 +2,33 @@
 translated to and from the native messages the connection's SASL gate answers
 (server_common/security/sasl_gate.py).
 
-How it works: both map one to one. SaslHandshake v0 is not served: after a v0 handshake
-Kafka's clients send the mechanism's tokens as bare size-prefixed frames instead of
-SaslAuthenticate requests; librdkafka, the Java client, kafka-python and aiokafka all
-use v1 with a broker that advertises it, and a v0 request gets UNSUPPORTED_VERSION.
+How it works: both map one to one. SaslHandshake v0 is advertised (librdkafka only
+tries SASL with a broker whose SaslHandshake range includes v0) but not served: after a
+v0 handshake Kafka's clients send the mechanism's tokens as bare size-prefixed frames
+instead of SaslAuthenticate requests; librdkafka, the Java client, kafka-python and
+aiokafka all use v1 with a broker that advertises it, and a v0 request is answered
+UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.kafka.translation import KafkaHeader, Translation, build, response_class
+from broker.kafka.translation import (
+    KafkaHeader,
+    KafkaRequestError,
+    Translation,
+    build,
+    response_class,
+)
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
+from client.protocol.errors import ErrorCode
 
 
 def handshake_to_native(request: Any, header: KafkaHeader) -> m.SaslHandshakeRequest:
+    if header.api_version == 0:
+        raise KafkaRequestError(ErrorCode.UNSUPPORTED_VERSION, "SaslHandshake v0 (raw tokens)")
     return m.SaslHandshakeRequest(mechanism=request.mechanism)
 
 
@@ -60,7 +71,7 @@ def authenticate_error(request: Any, version: int, code: int) -> Any:
 TRANSLATIONS = {
     int(ApiKey.SASL_HANDSHAKE): Translation(
         api_key=ApiKey.SASL_HANDSHAKE,
-        min_version=1,
+        min_version=0,
         max_version=1,
         to_native=handshake_to_native,
         from_native=handshake_from_native,

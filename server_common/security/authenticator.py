@@ -123,7 +123,7 @@ class Authenticator:
         try:
             challenge = server.evaluate(token)
         except SaslAuthenticationFailed as exc:
-            self._fail(str(exc))
+            self._fail(exc.reason or str(exc))  # the reason says more, never a password
             return AuthenticateAnswer(
                 ErrorCode.SASL_AUTHENTICATION_FAILED,
                 str(exc),
