@@ -205,3 +205,24 @@ def test_a_bad_keystore_is_a_config_error(tmp_path):
     (tmp_path / "bad.pem").write_text("not a pem")
     with pytest.raises(ConfigError, match="ssl.keystore.location"):
         server_context(TlsSettings(str(tmp_path / "bad.pem")))
+
+
+def test_passwords_are_sensitive_in_describe_configs():
+    from broker.dynamic_config import BrokerConfigLayers
+
+    config = _config(
+        **{"sasl.jaas.config": 'x required user_a="secret";', "ssl.key.password": "pw"}
+    )
+    layers = BrokerConfigLayers(config)
+    entries = {
+        e.name: e
+        for e in layers.describe_broker(
+            ["sasl.jaas.config", "ssl.key.password", "ssl.client.auth"],
+            per_broker=True,
+            include_synonyms=True,
+        )
+    }
+    for name in ("sasl.jaas.config", "ssl.key.password"):
+        assert entries[name].is_sensitive and entries[name].value is None
+        assert all(s.value is None for s in entries[name].synonyms)
+    assert entries["ssl.client.auth"].value == "none"
