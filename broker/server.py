@@ -507,6 +507,8 @@ class BrokerServer:
                     idle_timeout_s=idle_timeout_s,
                     tls=tls,
                     tls_handshake_timeout_s=security.handshake_timeout_ms / 1000,
+                    authenticated=None if authenticator is None else authenticator.is_complete,
+                    max_frame_bytes_before_auth=config["sasl.server.max.receive.size"],
                 )
 
             async def handle(stream: trio.abc.Stream) -> None:

@@ -251,6 +251,8 @@ async def serve_connection(
     idle_timeout_s: float | None = None,
     tls: ssl.SSLContext | None = None,
     tls_handshake_timeout_s: float = 10.0,
+    authenticated: Callable[[], bool] | None = None,
+    max_frame_bytes_before_auth: int | None = None,
 ) -> None:
     """Serve one connection until the peer is done; `wire(max_frame_bytes)` makes the
     sans-IO connection (native msgpack by default). With a `pool`, a frame bigger than
@@ -258,7 +260,10 @@ async def serve_connection(
     docstring); with `idle_timeout_s`, a connection that sends nothing and waits for
     nothing that long is closed (`connections.max.idle.ms`). With `tls`, the TLS
     handshake comes first (within `tls_handshake_timeout_s`, else the connection closes)
-    and the client certificate's principal becomes the connection's."""
+    and the client certificate's principal becomes the connection's. Until
+    `authenticated()` says so, a frame over `max_frame_bytes_before_auth` closes the
+    connection before any of it is reserved or buffered (Kafka's
+    `sasl.server.max.receive.size`)."""
     peer = _peer_name(stream)
     CLIENT_ADDRESS.set(peer)
     if tls is not None:
@@ -283,6 +288,14 @@ async def serve_connection(
         """The next bytes from the peer (b"" when it closed), None when idle too long."""
         nonlocal held
         while True:
+            if max_frame_bytes_before_auth is not None and authenticated is not None:
+                progress = protocol.incomplete_frame()
+                if progress is not None and progress[0] > max_frame_bytes_before_auth:
+                    if not authenticated():
+                        raise FramingError(
+                            f"a frame of {progress[0]} bytes before authentication (at most "
+                            f"{max_frame_bytes_before_auth}, sasl.server.max.receive.size)"
+                        )
             deadline = math.inf if idle_timeout_s is None else activity.last + idle_timeout_s
             with trio.move_on_at(deadline):
                 size = READ_CHUNK if pool is None else SMALL_READ
@@ -300,6 +313,9 @@ async def serve_connection(
                             await pool.reserve(total - held)
                         held = total
                     size = min(READ_CHUNK, total - buffered)  # no further than its end
+                if max_frame_bytes_before_auth is not None and authenticated is not None:
+                    if not authenticated():  # no frame over the limit completes in one read
+                        size = min(size, max_frame_bytes_before_auth)
                 data = await stream.receive_some(size)
                 activity.last = trio.current_time()
                 return data

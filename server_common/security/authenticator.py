@@ -85,6 +85,9 @@ class Authenticator:
     def complete(self) -> bool:
         return self.state is AuthState.COMPLETE
 
+    def is_complete(self) -> bool:
+        return self.state is AuthState.COMPLETE
+
     def admit(self, api_key: int) -> Admission:
         state = self.state
         if state is AuthState.COMPLETE:

@@ -120,6 +120,14 @@ SECURITY_CONFIG_KEYS = (
         at_least(1),
     ),
     ConfigKey(
+        "sasl.server.max.receive.size",
+        "int",
+        524_288,
+        "largest request a SASL listener reads before the connection has authenticated "
+        "(Kafka 3.x's; bigger ones close the connection before they take any memory)",
+        at_least(1024),
+    ),
+    ConfigKey(
         "connection.failed.authentication.delay.ms",
         "int",
         100,

@@ -194,3 +194,41 @@ class _Header:
     def __init__(self, api_key: int) -> None:
         self.api_key = api_key
         self.correlation_id = 1
+
+
+@pytest.mark.parametrize("authenticated", [False, True])
+async def test_a_big_frame_before_authentication_closes_the_connection(authenticated):
+    """sasl.server.max.receive.size: until authenticated, a frame over the limit closes
+    the connection; once authenticated the same request is served."""
+    from client.protocol.codec import RequestHeader, encode_request
+
+    served: list = []
+
+    async def handle(header, request):
+        served.append(request)
+        return m.api_versions_response()
+
+    client, server = trio.testing.memory_stream_pair()
+    frame = encode_request(
+        RequestHeader(ApiKey.API_VERSIONS, 0, 1),
+        m.ApiVersionsRequest(client_software_name="x" * 4000),
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            lambda: serve_connection(
+                server,
+                handle,
+                max_frame_bytes=1 << 20,
+                max_queued=4,
+                authenticated=lambda: authenticated,
+                max_frame_bytes_before_auth=1024,
+            )
+        )
+        await client.send_all(frame)
+        with trio.fail_after(10):
+            answer = await client.receive_some(100_000)
+        if authenticated:
+            assert answer and len(served) == 1
+            await client.aclose()
+        else:
+            assert answer == b"" and served == []
