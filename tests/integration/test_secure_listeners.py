@@ -13,6 +13,8 @@ TLS port, a certificate from another CA.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import multiprocessing
 import shutil
 import socket
 import ssl
@@ -476,3 +478,87 @@ def test_replication_and_failover_over_sasl_ssl(secure, pki):
     test_the_native_client_produces_and_consumes_over_sasl_ssl(secure, pki, "scram")
     secure.start(f"broker-{old_leader}")
     wait_until(lambda: len(partition_state(secure, TOPIC, 0).isr) == 3, 90)
+
+
+def _failed_logins(port: int, cafile: str, count: int, concurrency: int) -> int:
+    """In a process of its own: `count` PLAIN logins with a wrong password over TLS,
+    `concurrency` at a time; how many were refused as failed authentications."""
+    from client.security.secure_connector import (
+        AuthenticationFailedError,
+        SecurityConfig,
+        secure_connector,
+    )
+
+    wrong = SecurityConfig(
+        security_protocol="SASL_SSL",
+        ssl_cafile=cafile,
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="carol",
+        sasl_plain_password="wrong",
+    )
+    connect = secure_connector(wrong)
+    refused = 0
+
+    async def one(limiter: trio.CapacityLimiter) -> None:
+        nonlocal refused
+        async with limiter:
+            try:
+                stream = await connect("127.0.0.1", port)
+            except AuthenticationFailedError:
+                refused += 1
+            else:
+                await stream.aclose()
+
+    async def attack() -> None:
+        limiter = trio.CapacityLimiter(concurrency)
+        async with trio.open_nursery() as nursery:
+            for _ in range(count):
+                nursery.start_soon(one, limiter)
+
+    trio.run(attack)
+    return refused
+
+
+def test_a_thousand_failed_logins_leave_other_clients_served(secure, pki):
+    """1,000 failed PLAIN logins from one address (50 at a time, each over TLS, from a
+    process of their own) against the leader of the topic, while an authenticated
+    producer keeps sending acks=all: every failure is refused as a failed authentication,
+    the producer's latency is printed idle and during the storm (`-s`), and every one of
+    its records is delivered. Not a timed assertion: the numbers are for the reader."""
+    leader = partition_state(secure, TOPIC, 0).leader
+    port = next(b.port for b in secure.state.brokers() if b.id == leader)
+
+    async def timed_sends(producer, label: str, count: int) -> list[float]:
+        latencies = []
+        for i in range(count):
+            started = time.perf_counter()
+            await (await producer.send(TOPIC, f"{label}-{i}".encode())).wait()
+            latencies.append((time.perf_counter() - started) * 1000)
+        return latencies
+
+    async def scenario() -> tuple[list[float], list[float], int]:
+        bootstrap = secure.state.bootstrap_servers
+        async with open_producer(bootstrap, acks=-1, **scram_options(pki)) as producer:
+            idle = await timed_sends(producer, "idle", 100)
+            during: list[float] = []
+            result: list[int] = []
+            with concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn")
+            ) as pool:
+                future = pool.submit(_failed_logins, port, str(pki / "ca.pem"), 1000, 50)
+                while not future.done():
+                    during.extend(await timed_sends(producer, "storm", 5))
+                result.append(future.result())
+            return idle, during, result[0]
+
+    idle, during, refused = trio.run(scenario)
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    print(
+        f"\n[1000 failed logins] producer acks=all latency: idle median {median(idle):.1f} ms, "
+        f"during the failures median {median(during):.1f} ms over {len(during)} sends"
+    )
+    assert refused == 1000
+    test_the_native_client_produces_and_consumes_over_sasl_ssl(secure, pki, "scram")
