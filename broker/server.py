@@ -177,8 +177,8 @@ class BrokerServer:
             for name, security in config.security.items()
             if security.uses_sasl
         }
-        # How this broker connects to the others (TLS and SASL as their inter-broker
-        # listener asks); the controller's listener is reached with the plain transport.
+        # How this broker connects to the others and to the controller (TLS and SASL as
+        # the inter-broker listener asks; the controller's listener uses that protocol).
         self.inter_broker_connect = secure_connector(
             inter_broker_security(config), self.transport.connect
         )
@@ -415,7 +415,7 @@ class BrokerServer:
                     self.gateway,
                     self.identity,
                     _shutdown_settings(self.config),
-                    self.transport.connect,
+                    self.inter_broker_connect,  # the controller's listener: the same security
                 )
                 serving.cancel()
                 nursery.cancel_scope.cancel()

@@ -21,6 +21,7 @@ state known to be right.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import trio
@@ -70,6 +71,9 @@ class ControllerServer:
         self.transport = transport
         # Connections to brokers, with TLS/SASL as their inter-broker listener asks.
         self._broker_connect = secure_connector(config.broker_security(), transport.connect)
+        # Its own listener: the same protocol, checked now (a bad file stops it at start).
+        self._listener_security = config.listener_security()
+        self._sasl = config.sasl_factory()
         self.zk = zk or KazooZooKeeper(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
@@ -107,7 +111,11 @@ class ControllerServer:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 port = await nursery.start(
-                    serve_controller_listener,
+                    functools.partial(
+                        serve_controller_listener,
+                        security=self._listener_security,
+                        sasl=self._sasl,
+                    ),
                     self.queue,
                     self.config.bind_host,
                     self.config.bind_port,

@@ -83,8 +83,12 @@ def secure(tmp_path_factory, pki):
             **TEST_CONTROLLER_SETTINGS,
             "security.inter.broker.protocol": "SASL_SSL",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "sasl.jaas.config": f'{PLAIN_JAAS} username="controller" password="controller-secret";',
+            "sasl.jaas.config": f'{PLAIN_JAAS} username="controller" '
+            'password="controller-secret" user_broker="broker-secret";',
             "ssl.truststore.location": str(pki / "ca.pem"),
+            # Its own listener (ControlledShutdown) is SASL_SSL too.
+            "ssl.keystore.location": str(pki / "broker.pem"),
+            "sasl.enabled.mechanisms": "PLAIN",
         },
     )
     try:
@@ -477,6 +481,20 @@ def test_replication_and_failover_over_sasl_ssl(secure, pki):
     assert new_state.leader != old_leader  # the controller reached the others over SASL_SSL
     test_the_native_client_produces_and_consumes_over_sasl_ssl(secure, pki, "scram")
     secure.start(f"broker-{old_leader}")
+    wait_until(lambda: len(partition_state(secure, TOPIC, 0).isr) == 3, 90)
+
+
+def test_controlled_shutdown_reaches_the_controller_over_sasl_ssl(secure, pki):
+    """SIGTERM: the broker logs in to the controller's SASL_SSL listener, asks for
+    ControlledShutdown and hands its leaderships over before it exits."""
+    leader = partition_state(secure, TOPIC, 0).leader
+    name = f"broker-{leader}"
+    info = secure.stop(name)
+    with open(info.log_path) as log_file:
+        log_text = log_file.read()
+    assert "controlled shutdown succeeded" in log_text
+    assert partition_state(secure, TOPIC, 0).leader not in (leader, -1)
+    secure.start(name)
     wait_until(lambda: len(partition_state(secure, TOPIC, 0).isr) == 3, 90)
 
 

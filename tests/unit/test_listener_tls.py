@@ -226,3 +226,24 @@ def test_passwords_are_sensitive_in_describe_configs():
         assert entries[name].is_sensitive and entries[name].value is None
         assert all(s.value is None for s in entries[name].synonyms)
     assert entries["ssl.client.auth"].value == "none"
+
+
+def test_the_controller_uses_the_inter_broker_protocol_on_both_sides(pki):
+    from controller.config import ControllerConfig
+
+    values = {
+        "controller.id": 1000,
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="controller" password="c-secret" user_broker="b-secret";',
+        "ssl.truststore.location": str(pki / "ca.pem"),
+    }
+    with pytest.raises(ConfigError, match="ssl.keystore.location"):
+        ControllerConfig(values).listener_security()
+    config = ControllerConfig({**values, "ssl.keystore.location": str(pki / "broker.pem")})
+    assert config.listener_security().protocol == "SASL_SSL"
+    factory = config.sasl_factory()
+    assert factory is not None and "PLAIN" in factory.mechanisms
+    security = config.broker_security()
+    assert security is not None and security.sasl_plain_username == "controller"
+    assert ControllerConfig({"controller.id": 1000}).broker_security() is None
