@@ -183,6 +183,11 @@ class BrokerServer:
             inter_broker_security(config), self.transport.connect
         )
         self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        self.failed_authentications = self.metrics.counter(
+            "failed_authentications_total",
+            "SASL logins refused (and connections closed in the SASL exchange), per listener "
+            "and mechanism",
+        )
         self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
         self.bound_ports: dict[str, int] = {}
@@ -485,12 +490,26 @@ class BrokerServer:
             security = config.security[listener]
             tls = self.tls_contexts.get(listener)
 
+            def failed(peer: str, mechanism: str | None, reason: str) -> None:
+                self.failed_authentications.inc(
+                    labels={"listener": listener, "mechanism": mechanism or "none"}
+                )
+                self.record_event(
+                    "authentication_failed",
+                    {
+                        "listener": listener,
+                        "address": peer,
+                        "mechanism": mechanism,
+                        "reason": reason,
+                    },
+                )
+
             async def serve(stream: trio.abc.Stream) -> None:
                 # Each connection's own SASL gate in front of the handlers (both wires).
                 authenticator = None
                 if sasl is not None:
                     authenticator = Authenticator(sasl, security.failed_authentication_delay_ms)
-                gate = SaslGate(native_handler, authenticator)
+                gate = SaslGate(native_handler, authenticator, on_failure=failed)
                 handle_request: Callable[[Any, Any], Awaitable[Any]] = (
                     KafkaDispatcher(gate) if kafka else gate
                 )

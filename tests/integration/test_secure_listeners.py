@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import multiprocessing
+import pathlib
 import shutil
 import socket
 import ssl
@@ -22,6 +23,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.request
 
 import confluent_kafka
 import pytest
@@ -47,6 +49,7 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
 USERS = {"broker": "broker-secret", "controller": "controller-secret", "carol": "carol-plain"}
 ALICE_SCRAM = "alice-scram-secret"
 TOPIC = "secure"
+WRONG = "nope-password-7f3a"
 
 
 @pytest.fixture(scope="module")
@@ -168,9 +171,9 @@ def test_the_native_client_produces_and_consumes_over_sasl_ssl(secure, pki, logi
 )
 def test_a_wrong_password_is_a_clear_error_that_is_not_retried(secure, pki, options, expected):
     if options == "wrong scram password":
-        settings = scram_options(pki, password="nope")
+        settings = scram_options(pki, password=WRONG)
     else:
-        settings = plain_options(pki, password="nope")
+        settings = plain_options(pki, password=WRONG)
 
     async def scenario() -> TributaryError:
         with pytest.raises(TributaryError) as caught:
@@ -180,7 +183,7 @@ def test_a_wrong_password_is_a_clear_error_that_is_not_retried(secure, pki, opti
 
     error = trio.run(scenario)
     assert error.code == ErrorCode.SASL_AUTHENTICATION_FAILED and not error.retriable
-    assert "nope" not in str(error)
+    assert WRONG not in str(error)
 
 
 def test_the_cli_uses_command_config(secure, pki, tmp_path):
@@ -579,4 +582,29 @@ def test_a_thousand_failed_logins_leave_other_clients_served(secure, pki):
         f"during the failures median {median(during):.1f} ms over {len(during)} sends"
     )
     assert refused == 1000
+    info = secure.process(f"broker-{leader}")
+    url = f"http://127.0.0.1:{info.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        lines = response.read().decode().splitlines()
+    counted = sum(
+        float(line.split()[-1])
+        for line in lines
+        if line.startswith("tributary_failed_authentications_total{")
+        and 'mechanism="PLAIN"' in line
+    )
+    assert counted >= 1000  # the metric, as the events file, records every one
     test_the_native_client_produces_and_consumes_over_sasl_ssl(secure, pki, "scram")
+
+
+def test_no_password_reaches_a_log_or_event_file(secure, pki):
+    secrets = [ALICE_SCRAM, WRONG, *USERS.values()]
+    for info in secure.state.processes:
+        if info.role not in ("broker", "controller"):
+            continue
+        files = [pathlib.Path(info.log_path)]
+        files += list(pathlib.Path(info.data_dir).glob("*.jsonl"))
+        for path in files:
+            if path.exists():
+                text = path.read_text(errors="replace")
+                leaked = [secret for secret in secrets if secret in text]
+                assert not leaked, f"{path} holds a password"
