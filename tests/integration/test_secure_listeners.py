@@ -214,6 +214,21 @@ def test_the_cli_uses_command_config(secure, pki, tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert TOPIC in run.stdout
+    cli = [sys.executable, "-m", "tools"]
+    security = ["--bootstrap-server", secure.state.bootstrap_servers]
+    security += ["--command-config", str(properties)]
+    consumed = subprocess.run(
+        [*cli, "consume", TOPIC, "--from-beginning", "--max-messages", "5", "--group", "cli",
+         *security],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    assert len(consumed.stdout.splitlines()) == 5
+    described = subprocess.run(
+        [*cli, "groups", "describe", "cli", *security], capture_output=True, text=True, timeout=60
+    )
+    assert described.returncode == 0, described.stderr
+    assert TOPIC in described.stdout
     properties.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
     run = subprocess.run(
         [
