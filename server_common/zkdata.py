@@ -134,7 +134,10 @@ def desanitize_entity_name(name: str) -> str:
 
 
 def user_config_path(user: str) -> str:
-    """/config/users/<user>, the user name sanitized as Kafka does."""
+    """/config/users/<user>, the user name sanitized as Kafka does. ZkDataError for "."
+    and "..", which Kafka's Sanitizer keeps and ZooKeeper refuses as path elements."""
+    if user in (".", ".."):
+        raise ZkDataError(f"user name {user!r} cannot be a znode name")
     return f"{CONFIG_USERS}/{sanitize_entity_name(user)}"
 
 

@@ -116,6 +116,8 @@ EXPECTED_SECONDS = {
     "tests/unit/test_protocol_roundtrip.py": 16,
     "tests/unit/test_protocol_framing.py": 15,
     "tests/integration/test_topic_ids.py": 15,
+    "tests/integration/test_scram_users.py": 12,
+    "tests/integration/test_scram_logins.py": 25,
     "tests/integration/test_scrub_repair.py": 14,
 }
 

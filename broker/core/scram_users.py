@@ -4,7 +4,8 @@ How it works (Kafka 2.8's ZkAdminManager, step for step): `check_alterations` fa
 every user with an empty name ("Username must not be empty", UNACCEPTABLE_CREDENTIAL),
 an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), iterations outside 4096..16384
 ("Too few iterations" / "Too many iterations", UNACCEPTABLE_CREDENTIAL) or, Tributary's
-addition, a salt under 12 bytes (a credential no login could use); then every user
+additions, a salt under 12 bytes (a credential no login could use) or the name "." or
+".." (no znode can be named so; Kafka fails them with an internal error); then every user
 with the same (user, mechanism) twice (DUPLICATE_RESOURCE). A failed user has none of its
 changes applied. The shell reads the remaining users' configs from ZooKeeper and
 `apply_alterations` fails a deletion of a credential that does not exist
@@ -32,6 +33,9 @@ from server_common.security.scram import (
 )
 
 USERNAME_EMPTY = "Username must not be empty"
+# Names Kafka's Sanitizer keeps as they are and ZooKeeper refuses as a znode name (Kafka
+# fails them with an internal error; here they are refused up front).
+UNSTORABLE_NAMES = (".", "..")
 MIN_SALT_BYTES = 12  # scramp's (RFC 5802 sets no floor; a shorter one could not log in)
 
 
@@ -51,9 +55,17 @@ def _mechanism_name(code: int) -> str | None:
     return m.SCRAM_MECHANISM_NAMES.get(code)
 
 
-def _upsertion_problem(upsertion: m.ScramCredentialUpsertion) -> UserFailure | None:
-    if not upsertion.name:
+def _name_problem(name: str) -> UserFailure | None:
+    if not name:
         return UserFailure(ErrorCode.UNACCEPTABLE_CREDENTIAL, USERNAME_EMPTY)
+    if name in UNSTORABLE_NAMES:
+        return UserFailure(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be . or ..")
+    return None
+
+
+def _upsertion_problem(upsertion: m.ScramCredentialUpsertion) -> UserFailure | None:
+    if problem := _name_problem(upsertion.name):
+        return problem
     name = _mechanism_name(upsertion.mechanism)
     if name is None:
         return UserFailure(ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
@@ -72,8 +84,8 @@ def _upsertion_problem(upsertion: m.ScramCredentialUpsertion) -> UserFailure | N
 
 
 def _deletion_problem(deletion: m.ScramCredentialDeletion) -> UserFailure | None:
-    if not deletion.name:
-        return UserFailure(ErrorCode.UNACCEPTABLE_CREDENTIAL, USERNAME_EMPTY)
+    if problem := _name_problem(deletion.name):
+        return problem
     if _mechanism_name(deletion.mechanism) is None:
         return UserFailure(ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
     return None

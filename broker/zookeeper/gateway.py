@@ -229,8 +229,9 @@ class BrokerZkGateway:
     async def user_configs(self, users: list[str]) -> dict[str, dict[str, str]]:
         """Configs of `users` (/config/users/<sanitized user>; {} where there are none or
         the znode is unreadable)."""
+        configs: dict[str, dict[str, str]] = {u: {} for u in users if u in (".", "..")}
+        users = [u for u in users if u not in configs]  # no znode can hold those two
         paths = [zkdata.user_config_path(u) for u in users]
-        configs: dict[str, dict[str, str]] = {}
         for user, path, result in zip(users, paths, await self.zk.get_many(paths), strict=True):
             configs[user] = {}
             if result is not None:

@@ -5,7 +5,11 @@ How it works: the connection sends `initial_response()` as the first SASL token 
 server answers to `evaluate`, which returns the next token to send or None when the
 exchange is done (`complete`). SCRAM runs on the `scramp` library; a server-final
 message whose signature does not prove the server knows the credential, or that carries
-an error, raises `SaslClientError`, as does any token out of turn.
+an error, raises `SaslClientError`, as does any token out of turn or a server-first
+message asking for more than `MAX_SERVER_ITERATIONS` (a hostile server's CPU drain).
+
+A password that SASLprep would change (scramp prepares it, Kafka's credentials do not)
+is refused with ValueError up front rather than failing every login.
 
 `salted_password` is RFC 5802's Hi() (PBKDF2-HMAC) for KIP-554's
 AlterUserScramCredentials, which sends the salted password, never the password;
@@ -18,10 +22,14 @@ import hashlib
 import secrets
 
 from scramp import ScramClient
+from scramp.utils import saslprep
 
 from client.protocol.errors import ErrorCode, TributaryError
 
 PLAIN = "PLAIN"
+# The most PBKDF2 iterations a server may ask for (kafka-python's bound): more would let a
+# hostile server spend seconds of this client's CPU. Kafka's brokers store at most 16384.
+MAX_SERVER_ITERATIONS = 1_000_000
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_HASHES)
 
@@ -50,8 +58,16 @@ class SaslClient:
         if mechanism != PLAIN:
             try:
                 self._scram = ScramClient([mechanism], username, password)
+                prepared = saslprep(password)
             except Exception as e:  # scramp's ScramException: e.g. a prohibited character
                 raise ValueError(f"SCRAM cannot use this username or password: {e}") from None
+            if prepared != password:
+                # scramp salts the SASLprep'd password; Kafka's credentials (and
+                # `salted_password` here) salt it as it is: the proof could never match.
+                raise ValueError(
+                    "SCRAM cannot use this password: SASLprep changes it (e.g. a non-ASCII "
+                    "space or a compatibility character), and Kafka's credentials do not"
+                )
 
     @property
     def complete(self) -> bool:
@@ -77,6 +93,7 @@ class SaslClient:
             raise SaslClientError("the server's SCRAM message is not UTF-8") from None
         try:
             if self._step == 1:
+                _check_iterations(text)
                 self._scram.set_server_first(text)
                 self._step = 2
                 return str(self._scram.get_client_final()).encode("utf-8")
@@ -85,6 +102,15 @@ class SaslClient:
             raise SaslClientError(f"SCRAM authentication failed: {str(e)[:200]}") from None
         self._complete = True
         return None
+
+
+def _check_iterations(server_first: str) -> None:
+    for attribute in server_first.split(","):
+        if attribute.startswith("i=") and attribute[2:].isdigit():
+            if len(attribute) > 12 or int(attribute[2:]) > MAX_SERVER_ITERATIONS:
+                raise SaslClientError(
+                    f"the server asks for more than {MAX_SERVER_ITERATIONS} SCRAM iterations"
+                )
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:

@@ -73,6 +73,23 @@ def test_scramp_client_logs_in(mechanism: str) -> None:
     assert server.principal == KafkaPrincipal.user("alice")
 
 
+@pytest.mark.parametrize("mechanism", SCRAM)
+@pytest.mark.parametrize("password", ["alice-secret", "wrong"])
+def test_kafka_pythons_own_scram_client(mechanism: str, password: str) -> None:
+    """kafka-python's hand-written SCRAM client (what it sends to Kafka brokers)."""
+    from kafka.net.sasl.scram import ScramClient as KafkaPythonScram
+
+    server = make_factory().create(mechanism)
+    client = KafkaPythonScram("alice", password, mechanism)
+    client.process_server_first_message(server.evaluate(client.first_message()))
+    if password != "alice-secret":
+        with pytest.raises(SaslAuthenticationFailed):
+            server.evaluate(client.final_message())
+        return
+    client.process_server_final_message(server.evaluate(client.final_message()))
+    assert server.principal == KafkaPrincipal.user("alice")
+
+
 @pytest.mark.parametrize("mechanism", ALL)
 @pytest.mark.parametrize("user,password", [("alice", "wrong"), ("mallory", "alice-secret")])
 def test_wrong_password_or_unknown_user_fails(mechanism: str, user: str, password: str) -> None:
@@ -150,9 +167,22 @@ def test_the_client_refuses_a_server_that_does_not_know_the_credential(mechanism
     assert not client.complete
 
 
+def test_the_client_refuses_a_server_asking_for_too_many_iterations() -> None:
+    client = SaslClient("SCRAM-SHA-256", "alice", "alice-secret")
+    client.initial_response()
+    with pytest.raises(SaslClientError, match="more than 1000000"):
+        client.evaluate(b"r=x,s=QUJDREVGR0hJSktM,i=5000000")
+
+
 def test_the_client_rejects_unsupported_mechanisms_and_tokens_out_of_turn() -> None:
     with pytest.raises(ValueError, match="unsupported SASL mechanism"):
         SaslClient("GSSAPI", "a", "b")
+    with pytest.raises(ValueError, match="SASLprep changes it") as refused:
+        SaslClient("SCRAM-SHA-256", "a", "non\u00a0ascii-space")
+    assert "ascii-space" not in str(refused.value)
+    with pytest.raises(ValueError, match="cannot use this"):
+        SaslClient("SCRAM-SHA-512", "a", "control\x07char")
+    assert SaslClient("SCRAM-SHA-256", "a", "pässwörd").mechanism == "SCRAM-SHA-256"
     client = SaslClient("PLAIN", "a", "b")
     with pytest.raises(SaslClientError):
         client.evaluate(b"")
@@ -226,3 +256,30 @@ def test_hostile_tokens_only_ever_fail_authentication(
             assert len(str(e)) < 200
             return
         assert isinstance(answer, bytes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mechanism=st.sampled_from(SCRAM),
+    challenges=st.lists(
+        st.one_of(
+            st.binary(max_size=200),
+            st.text(max_size=100).map(str.encode),
+            st.text(max_size=40).map(lambda t: f"r={t},s=QUJDREVGR0hJSktM,i=4096".encode()),
+            st.integers(-5, 10**9).map(lambda i: f"r=x,s=QUJDREVGR0hJSktM,i={i}".encode()),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_a_hostile_server_only_ever_fails_the_client(
+    mechanism: str, challenges: list[bytes]
+) -> None:
+    client = SaslClient(mechanism, "alice", "alice-secret")
+    client.initial_response()
+    for challenge in challenges:
+        try:
+            client.evaluate(challenge)
+        except SaslClientError as e:
+            assert "alice-secret" not in str(e)
+            return

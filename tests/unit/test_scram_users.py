@@ -213,3 +213,102 @@ async def test_bad_alterations_get_kafkas_codes_and_write_nothing(autojump_clock
         }
         zk = cluster.live()[0].server.gateway.zk
         assert await zk.get_children_or_empty("/config/users") == []
+
+
+async def test_hostile_names_and_values_get_clear_codes_and_stay_inside_config_users(
+    autojump_clock,
+):
+    async with (
+        open_test_cluster(1) as cluster,
+        open_admin(cluster.bootstrap, connector=cluster.connector()) as admin,
+    ):
+        zk = cluster.live()[0].server.gateway.zk
+
+        async def alter(**fields) -> list[tuple[str, int, str | None]]:
+            values = dict(
+                name="h", mechanism=1, iterations=4096, salt=SALT, salted_password=b"p" * 32
+            )
+            values.update(fields)
+            request = m.AlterUserScramCredentialsRequest(
+                upsertions=[m.ScramCredentialUpsertion(**values)]
+            )
+            response = await admin._request_any(request)
+            return [(r.user, r.error_code, r.error_message) for r in response.results]
+
+        assert await alter(name=".") == [(".", 93, "Username must not be . or ..")]
+        assert await alter(name="..") == [("..", 93, "Username must not be . or ..")]
+        assert await alter(mechanism=-5) == [("h", 33, "Unknown SCRAM mechanism")]
+        assert await alter(mechanism=300) == [("h", 33, "Unknown SCRAM mechanism")]
+        assert await alter(iterations=-1) == [("h", 93, "Too few iterations")]
+        assert await alter(salted_password=b"") == [("h", 93, "Salted password must not be empty")]
+        for name in ("a/b", "zoo/../keeper", "\x00", "ü"):
+            assert await alter(name=name) == [(name, 0, None)]
+        assert sorted(await zk.get_children("/config/users")) == [
+            "%00", "%C3%BC", "a%2Fb", "zoo%2F..%2Fkeeper"
+        ]  # fmt: skip
+        described = await admin.describe_user_scram_credentials([".", "a/b"])
+        assert described["."].code is ErrorCode.RESOURCE_NOT_FOUND
+        assert described["a/b"] == [ScramCredentialInfo("SCRAM-SHA-256", 4096)]
+        assert set(await admin.describe_user_scram_credentials()) == {
+            "a/b", "zoo/../keeper", "\x00", "ü"
+        }  # fmt: skip
+
+
+async def test_kafka_listener_translates_both_apis():
+    """kio-encoded AlterUserScramCredentials v0 and DescribeUserScramCredentials v0 over a
+    real socket to the Kafka listener: the same checks, znodes and answers."""
+    from kio.schema.alter_user_scram_credentials.v0 import request as alter_v0
+    from kio.schema.describe_user_scram_credentials.v0 import request as describe_v0
+    from kio.static.primitive import i8, i32
+
+    from tests.unit.test_kafka_listener import KafkaWire, kafka_cluster
+
+    salted = hashlib.pbkdf2_hmac("sha512", b"k-secret", SALT, 4096)
+    async with kafka_cluster(1) as cluster:
+        wire = await KafkaWire.open(cluster, 1)
+        altered = await wire.call(
+            alter_v0.AlterUserScramCredentialsRequest(
+                deletions=(alter_v0.ScramCredentialDeletion(name="nobody", mechanism=i8(1)),),
+                upsertions=(
+                    alter_v0.ScramCredentialUpsertion(
+                        name="kim",
+                        mechanism=i8(2),
+                        iterations=i32(4096),
+                        salt=SALT,
+                        salted_password=salted,
+                    ),
+                    alter_v0.ScramCredentialUpsertion(
+                        name="few",
+                        mechanism=i8(1),
+                        iterations=i32(10),
+                        salt=SALT,
+                        salted_password=salted,
+                    ),
+                ),
+            )
+        )
+        results = {r.user: (r.error_code.value, r.error_message) for r in altered.results}
+        assert results == {
+            "nobody": (91, "Attempt to delete a user credential that does not exist"),
+            "kim": (0, None),
+            "few": (93, "Too few iterations"),
+        }
+        assert (await read_json(cluster, "/config/users/kim"))["config"] == {
+            "SCRAM-SHA-512": expected_credential("SCRAM-SHA-512", "k-secret", SALT, 4096)
+        }
+        described = await wire.call(
+            describe_v0.DescribeUserScramCredentialsRequest(
+                users=(
+                    describe_v0.UserName(name="kim"),
+                    describe_v0.UserName(name="nobody"),
+                )
+            )
+        )
+        assert described.error_code.value == 0
+        answers = {
+            r.user: (r.error_code.value, [(c.mechanism, c.iterations) for c in r.credential_infos])
+            for r in described.results
+        }
+        assert answers == {"kim": (0, [(2, 4096)]), "nobody": (91, [])}
+        everyone = await wire.call(describe_v0.DescribeUserScramCredentialsRequest(users=None))
+        assert [r.user for r in everyone.results] == ["kim"]

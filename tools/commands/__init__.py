@@ -10,7 +10,8 @@ Each module exposes `register(subparsers)` which adds its parsers and sets
   loads only when the command runs);
 - `topics.py`, `configs.py`, `partitions.py`, `leaders.py`: topics, their configs,
   reassignments and preferred leader elections (kafka-topics.sh, kafka-configs.sh,
-  kafka-reassign-partitions.sh, kafka-leader-election.sh);
+  kafka-reassign-partitions.sh, kafka-leader-election.sh); `user_configs.py`:
+  `configs ... --entity-type users`, users' SCRAM credentials;
 - `produce.py`, `consume.py` (with `record_format.py`, how a record is printed):
   the console producer and consumer;
 - `groups/`: `groups list|describe|reset-offsets|delete` (kafka-consumer-groups.sh; its

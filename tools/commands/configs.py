@@ -13,6 +13,7 @@ k=v[,k=v]` sets, `--delete-config k[,k]` removes. The broker validates (names, v
 read-only broker configs, min.insync.replicas against the replication factor), writes
 /config/topics/<t> or /config/brokers/<id|<default>> and announces the change under
 /config/changes, which every broker watches and applies without a restart.
+`--entity-type users` (users' SCRAM credentials) is user_configs.py's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 
 from client.admin import ConfigEntry, open_admin
+from tools.commands import user_configs
 from tools.commands.common import (
     add_bootstrap_option,
     bootstrap_of,
@@ -32,8 +34,12 @@ from tools.errors import CliError
 
 def _add_entity_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", metavar="T", help="the topic (same as --entity-type topics)")
-    parser.add_argument("--entity-type", choices=("topics", "brokers"), help="topics or brokers")
-    parser.add_argument("--entity-name", metavar="NAME", help="a topic name or a broker id")
+    parser.add_argument(
+        "--entity-type", choices=("topics", "brokers", "users"), help="topics, brokers or users"
+    )
+    parser.add_argument(
+        "--entity-name", metavar="NAME", help="a topic name, a broker id or a user name"
+    )
     parser.add_argument(
         "--entity-default",
         action="store_true",
@@ -42,7 +48,9 @@ def _add_entity_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    configs = subparsers.add_parser("configs", help="describe and alter topic and broker configs")
+    configs = subparsers.add_parser(
+        "configs", help="describe and alter topic, broker and user (SCRAM) configs"
+    )
     actions = configs.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     describe = actions.add_parser("describe", help="a topic's or broker's dynamic configs")
@@ -73,7 +81,7 @@ def _entity(args: argparse.Namespace) -> tuple[str | None, int | None, str]:
             raise CliError("--topic and --entity-name name different topics", exit_code=2)
         return args.topic, None, f"topic {args.topic}"
     if args.entity_type is None:
-        raise CliError("give --topic T or --entity-type topics|brokers", exit_code=2)
+        raise CliError("give --topic T or --entity-type topics|brokers|users", exit_code=2)
     if args.entity_type == "topics":
         if args.entity_default or not args.entity_name:
             raise CliError("--entity-type topics needs --entity-name T", exit_code=2)
@@ -96,6 +104,8 @@ def _entity(args: argparse.Namespace) -> tuple[str | None, int | None, str]:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    if args.entity_type == "users":
+        return user_configs.describe_users(args)
     topic, broker_id, label = _entity(args)
     bootstrap = bootstrap_of(args)
     if topic is not None:
@@ -142,6 +152,8 @@ def _split(items: list[str]) -> list[str]:
 
 
 def _alter(args: argparse.Namespace) -> int:
+    if args.entity_type == "users":
+        return user_configs.alter_users(args)
     topic, broker_id, label = _entity(args)
     to_set = parse_config_pairs(_split(args.add_config), "--add-config")
     to_delete = _split(args.delete_config)
