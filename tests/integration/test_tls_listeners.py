@@ -1,7 +1,8 @@
-"""TLS listeners with mutual TLS, against real broker processes: the client listeners
-(native PLAINTEXT and Kafka KAFKA) are mapped to SSL with `ssl.client.auth=required`,
-brokers replicate over a plaintext INTERNAL listener. Certificates come from a CA made
-here (trustme); another CA signs a certificate that must be refused in the handshake.
+"""TLS listeners with mutual TLS, against real broker processes: every listener (native
+PLAINTEXT and Kafka KAFKA for clients, INTERNAL for replication, the controller's) is SSL
+with `ssl.client.auth=required`; brokers and the controller show their own certificate
+to each other. Certificates come from a CA made here (trustme); another CA signs a
+certificate that must be refused in the handshake.
 
 The bounds of issue 13 keep working under TLS: `max.connections.per.ip` refuses a
 connection before its handshake, a connection that never handshakes is closed after
@@ -27,6 +28,7 @@ from client.consumer.consumer import open_consumer
 from client.producer.producer import open_producer
 from client.protocol.errors import TributaryError
 from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.helpers import partition_state, wait_until
 from tests.support.hostile import ANSWER_BOUND_S, closed_by_peer, connect_raw
 from tools.cluster.launcher import LocalCluster
 
@@ -62,7 +64,7 @@ def tls_cluster(tmp_path_factory, pki):
         internal_listener=True,
         broker_overrides={
             **TEST_BROKER_SETTINGS,
-            "listener.security.protocol.map": "PLAINTEXT:SSL,KAFKA:SSL,INTERNAL:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:SSL,KAFKA:SSL,INTERNAL:SSL",
             "ssl.keystore.location": str(pki / "broker.pem"),
             "ssl.truststore.location": str(pki / "ca.pem"),
             "ssl.client.auth": "required",
@@ -71,11 +73,19 @@ def tls_cluster(tmp_path_factory, pki):
             "max.connections.per.ip": PER_IP,
             "queued.max.request.bytes": POOL,
         },
-        controller_overrides=TEST_CONTROLLER_SETTINGS,
+        controller_overrides={
+            **TEST_CONTROLLER_SETTINGS,
+            # To brokers and on its own listener: SSL with its certificate, both ways.
+            "security.inter.broker.protocol": "SSL",
+            "ssl.keystore.location": str(pki / "broker.pem"),
+            "ssl.truststore.location": str(pki / "ca.pem"),
+            "ssl.client.auth": "required",
+        },
     )
     try:
         cluster.up(timeout_s=90)
         trio.run(_create_topic, cluster, pki)
+        wait_until(lambda: len(partition_state(cluster, TOPIC, 0).isr) == 2, 60)
         yield cluster
     finally:
         cluster.down(timeout_s=20)
@@ -99,7 +109,7 @@ def _port(cluster: LocalCluster) -> int:
 
 
 def _round_trip(cluster: LocalCluster, pki, label: str) -> None:
-    """An acks=all produce (the follower fetches over INTERNAL) and a fetch, over mTLS."""
+    """An acks=all produce (the follower fetches over INTERNAL, mTLS too) and a fetch."""
     values = [f"{label}-{i}".encode() for i in range(20)]
 
     async def scenario() -> set[bytes]:
@@ -136,6 +146,18 @@ def _closed(sock: ssl.SSLSocket) -> bool:
 
 def test_mtls_clients_produce_and_consume(tls_cluster, pki):
     _round_trip(tls_cluster, pki, "mtls")
+
+
+def test_controlled_shutdown_and_restart_over_mtls(tls_cluster, pki):
+    """The broker shows its certificate to the controller's SSL listener for
+    ControlledShutdown; back up, its follower catches up over INTERNAL (mTLS)."""
+    leader = partition_state(tls_cluster, TOPIC, 0).leader
+    info = tls_cluster.stop(f"broker-{leader}")
+    with open(info.log_path) as log_file:
+        assert "controlled shutdown succeeded" in log_file.read()
+    tls_cluster.start(f"broker-{leader}")
+    wait_until(lambda: len(partition_state(tls_cluster, TOPIC, 0).isr) == 2, 90)
+    _round_trip(tls_cluster, pki, "after-restart")
 
 
 def test_confluent_kafka_with_a_client_certificate(tls_cluster, pki):
