@@ -15,8 +15,9 @@ either the response itself, `NO_RESPONSE` (acks=0 produce), a `Reply` that a
 purgatory callback fills in later (a waiting fetch, an acks=all produce), or
 `CLOSE_CONNECTION` to drop the connection at once without answering (Kafka's
 `closeConnection`; fault-injecting tests use it to cut connections), or
-`RespondAndClose(response)` to answer and then close (a failed authentication). `reply.then(f)` is
-a `Reply` whose value is `f` of another's (the Kafka translation of a native answer).
+`RespondAndClose(response)` to answer and then close (a failed authentication).
+`reply.then(f)` is a `Reply` whose value is `f` of another's (the Kafka translation of a
+native answer).
 The reader puts each of these into a bounded channel; a writer task awaits them one by
 one and writes the responses, so they leave in request order while later requests are
 already being processed (pipelining). A response encoded as `FrameParts` (a Fetch
@@ -261,9 +262,9 @@ async def serve_connection(
     nothing that long is closed (`connections.max.idle.ms`). With `tls`, the TLS
     handshake comes first (within `tls_handshake_timeout_s`, else the connection closes)
     and the client certificate's principal becomes the connection's. Until
-    `authenticated()` says so, a frame over `max_frame_bytes_before_auth` closes the
-    connection before any of it is reserved or buffered (Kafka's
-    `sasl.server.max.receive.size`)."""
+    `authenticated()` says so, reads are at most `max_frame_bytes_before_auth` bytes and
+    a frame announcing more closes the connection before it is reserved from the pool or
+    read further (Kafka's `sasl.server.max.receive.size`)."""
     peer = _peer_name(stream)
     CLIENT_ADDRESS.set(peer)
     if tls is not None:
