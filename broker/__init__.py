@@ -18,7 +18,9 @@ Map (ARCHITECTURE.md walks a produce request and an ISR shrink through it):
   broker's settings (Kafka's names and defaults); `dynamic_config.py`: its four layers
   (dynamic per-broker and cluster default, static, default), which of them change at
   run time and how DescribeConfigs shows them; `__main__.py`: `python -m broker`;
-  `broker_metrics.py`: the broker's metrics, registered in one place.
+  `broker_metrics.py`: the broker's metrics, registered in one place;
+  `listener_sasl.py`: the SASL listeners' mechanisms and the broker's own credentials,
+  from their JAAS configs.
 
 The broker imports `server_common` and `client`; never `controller`, `tools` or `spark`.
 """

@@ -7,9 +7,12 @@ pass small values instead of changing the defaults.
 
 Listeners are Kafka's `listeners` / `advertised.listeners` / `inter.broker.listener.name`;
 `listener.wire.protocol.map` (`NAME:kafka,...`) says which of them speak Kafka's wire
-protocol instead of the native one (`config.wire_protocols` has every listener's).
-Authorization is Kafka's `authorizer.class.name`, `super.users` and
-`allow.everyone.if.no.acl.found` (broker/handlers/authorization.py enforces them).
+protocol instead of the native one (`config.wire_protocols` has every listener's);
+`listener.security.protocol.map` and the ssl.*/sasl.* keys, also per listener with
+Kafka's `listener.name.<listener>.` prefix, give `config.security` (each listener's
+`ListenerSecurity`, server_common/security/listener_config.py). Authorization is
+Kafka's `authorizer.class.name`, `super.users` and `allow.everyone.if.no.acl.found`
+(broker/handlers/authorization.py enforces them).
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ from server_common.properties import (
     at_least,
     one_of,
     parse_listeners,
+)
+from server_common.security.listener_config import (
+    SECURITY_CONFIG_KEYS,
+    ListenerSecurity,
+    listener_security,
+    split_listener_prefixed,
 )
 
 DAY_MS = 24 * 3600 * 1000
@@ -66,7 +75,6 @@ BROKER_CONFIG = ConfigDef(
             "",
             "listener brokers use among themselves (default: the first)",
         ),
-        ConfigKey("listener.security.protocol.map", "str", "", "accepted for Kafka compatibility"),
         ConfigKey(
             "listener.wire.protocol.map",
             "str",
@@ -282,6 +290,7 @@ BROKER_CONFIG = ConfigDef(
             "metrics.snapshot.interval.ms", "int", 10_000, "JSON-lines metrics snapshot period"
         ),
         *ROTATION_CONFIG_KEYS,
+        *SECURITY_CONFIG_KEYS,
         # -- log cleaner (compaction) ---------------------------------------------------
         ConfigKey("log.cleaner.enable", "bool", True, "run the log cleaner for compact topics"),
         ConfigKey(
@@ -473,7 +482,8 @@ def _wire_protocols(text: str) -> dict[str, str]:
 
 class BrokerConfig(PropertiesConfig):
     def __init__(self, values: Mapping[str, Any]):
-        self.values = BROKER_CONFIG.parse(values)
+        rest, prefixed = split_listener_prefixed(values)
+        self.values = BROKER_CONFIG.parse(rest)
         # The properties as given (server.properties and overrides): Kafka's
         # originals, which DescribeConfigs reports as STATIC_BROKER_CONFIG.
         self.originals = {str(k): _render(v) for k, v in values.items()}
@@ -491,8 +501,11 @@ class BrokerConfig(PropertiesConfig):
         for name, (host, port) in self.advertised.items():
             if host in ("0.0.0.0", "", "::"):
                 self.advertised[name] = ("127.0.0.1", port)
-        self.inter_broker_listener = self.values["inter.broker.listener.name"].upper() or next(
-            iter(self.listeners)
+        self.security: dict[str, ListenerSecurity] = listener_security(
+            self.values, prefixed, list(self.listeners)
+        )
+        self.inter_broker_listener = self.values["inter.broker.listener.name"].upper() or (
+            self._inter_broker_listener_by_protocol()
         )
         if self.inter_broker_listener not in self.listeners:
             raise ConfigError(
@@ -514,6 +527,19 @@ class BrokerConfig(PropertiesConfig):
         )
         self.bind_host, self.bind_port = self.listeners[self.inter_broker_listener]
         self.advertised_host, self.advertised_port = self.advertised[self.inter_broker_listener]
+
+    def _inter_broker_listener_by_protocol(self) -> str:
+        """Kafka's `security.inter.broker.protocol`: the listener named like it (or the
+        first with that protocol); unset, the first listener."""
+        protocol = self.values["security.inter.broker.protocol"]
+        if not protocol:
+            return next(iter(self.listeners))
+        if protocol in self.listeners:
+            return protocol
+        for name, security in self.security.items():
+            if security.protocol == protocol:
+                return name
+        raise ConfigError(f"security.inter.broker.protocol: no listener uses {protocol}")
 
     @property
     def authorizer_enabled(self) -> bool:

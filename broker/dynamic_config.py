@@ -87,6 +87,13 @@ _LONG_CONFIGS = frozenset(
     | {spec.synonym for spec in TOPIC_CONFIG_DEFS.values() if spec.synonym and spec.kind == "long"}
 )
 _KIND_OF_TYPE = {"bool": "boolean", "float": "double", "str": "string", "list": "list"}
+# Kafka's PASSWORD configs: described as sensitive, their value never sent.
+PASSWORD_CONFIGS = frozenset({"sasl.jaas.config", "ssl.key.password"})
+
+
+def _shown(name: str) -> bool:
+    """Whether DescribeConfigs may send this config's value (not a password, known)."""
+    return broker_config_type(name) not in (None, "password")
 
 
 class DynamicConfigError(ValueError):
@@ -109,6 +116,8 @@ def broker_config_type(name: str) -> str | None:
     """Kafka's ConfigDef.Type name of a broker config, None for an unknown one."""
     if name == "log.cleanup.policy":
         return "list"
+    if name in PASSWORD_CONFIGS:
+        return "password"
     if name in _LONG_CONFIGS:
         return "long"
     key = BROKER_CONFIG.keys.get(name)
@@ -220,7 +229,7 @@ class BrokerConfigLayers:
         ):
             for synonym in names:
                 if synonym in layer:
-                    value = layer[synonym] if broker_config_type(synonym) else None
+                    value = layer[synonym] if _shown(synonym) else None
                     found.append(m.DescribeConfigsSynonym(name=synonym, value=value, source=source))
         while found and found[0].name != name:
             found.pop(0)
@@ -262,10 +271,10 @@ class BrokerConfigLayers:
             entries.append(
                 m.DescribeConfigsResult(
                     name=name,
-                    value=value if kind is not None else None,
+                    value=value if _shown(name) else None,
                     read_only=name not in DYNAMIC_CONFIGS,
                     is_default=source == m.SOURCE_DEFAULT_CONFIG,
-                    is_sensitive=kind is None,
+                    is_sensitive=not _shown(name),
                     config_source=source,
                     synonyms=synonyms if include_synonyms else [],
                     config_type=CONFIG_TYPE_IDS[kind or "unknown"],

@@ -73,6 +73,7 @@ from broker.handlers.topics import TopicDefaults
 from broker.kafka import versions as kafka_versions
 from broker.kafka.dispatcher import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
+from broker.listener_sasl import inter_broker_security, sasl_factory
 from broker.tasks.background import BackgroundTasks, Intervals
 from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
@@ -85,6 +86,7 @@ from broker.zookeeper.gateway import BrokerZkGateway
 from broker.zookeeper.registration import BrokerIdentity, Registration
 from broker.zookeeper.topic_configs import TopicConfigs
 from broker.zookeeper.user_configs import UserCredentials
+from client.security.secure_connector import secure_connector
 from server_common import zkdata
 from server_common.connection_limits import NO_LIMIT, ConnectionLimits
 from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms
@@ -94,6 +96,9 @@ from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
 from server_common.network import Handler as RequestHandler
 from server_common.security.acls import AclAuthorizer, parse_super_users
+from server_common.security.authenticator import Authenticator
+from server_common.security.sasl_gate import SaslGate
+from server_common.security.tls import server_context
 from server_common.server_main import call_on_termination
 from server_common.zk import ZooKeeper
 from server_common.zk_kazoo import KazooZooKeeper
@@ -173,7 +178,30 @@ class BrokerServer:
                     allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"],
                 ),
             )
+        # TLS listeners' contexts, loaded now so a bad PEM file stops the broker at start.
+        self.tls_contexts = {
+            name: server_context(security.tls)
+            for name, security in config.security.items()
+            if security.tls is not None
+        }
+        # SASL listeners' mechanisms: PLAIN users from their JAAS config, SCRAM users from
+        # /config/users (the credential cache).
+        self.sasl_factories = {
+            name: sasl_factory(security, self.user_credentials.cache)
+            for name, security in config.security.items()
+            if security.uses_sasl
+        }
+        # How this broker connects to the others and to the controller (TLS and SASL as
+        # the inter-broker listener asks; the controller's listener uses that protocol).
+        self.inter_broker_connect = secure_connector(
+            inter_broker_security(config), self.transport.connect
+        )
         self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        self.failed_authentications = self.metrics.counter(
+            "failed_authentications_total",
+            "SASL logins refused (and connections closed in the SASL exchange), per listener "
+            "and mechanism",
+        )
         self._register_bound_metrics()
         self.port: int | None = None  # the inter-broker listener's bound port
         self.bound_ports: dict[str, int] = {}
@@ -251,7 +279,7 @@ class BrokerServer:
             clock=self.now_ms,
             events=self.record_event,
             endpoint=self.metadata_cache.endpoint,
-            connector=self.transport.connect,
+            connector=self.inter_broker_connect,
             request_step_down=self.gateway.request_leader_step_down,
             metrics=self.metrics,
         )
@@ -293,7 +321,7 @@ class BrokerServer:
                 replica_manager=self.replica_manager,
                 endpoint=self.metadata_cache.endpoint,
                 clock=self.now_ms,
-                connector=self.transport.connect,
+                connector=self.inter_broker_connect,
                 socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000,
             )
         )
@@ -435,7 +463,7 @@ class BrokerServer:
                     self.gateway,
                     self.identity,
                     _shutdown_settings(self.config),
-                    self.transport.connect,
+                    self.inter_broker_connect,  # the controller's listener: the same security
                 )
                 serving.cancel()
                 nursery.cancel_scope.cancel()
@@ -470,6 +498,9 @@ class BrokerServer:
             endpoints=tuple(
                 (name, *self.advertised_endpoint(name)) for name in self.config.listeners
             ),
+            security_protocols=tuple(
+                (name, security.protocol) for name, security in self.config.security.items()
+            ),
         )
 
     async def _serve(self, listeners: dict[str, Bound], scope: trio.CancelScope) -> None:
@@ -489,18 +520,42 @@ class BrokerServer:
 
             # handler(header, request): the header is what this listener's wire decodes,
             # the native RequestHeader or the KafkaHeader the Kafka dispatcher translates.
-            handle_request: Callable[[Any, Any], Awaitable[Any]] = self._intercept(serve_request)
-            wire = native_wire
-            if config.wire_protocols[listener] == KAFKA_WIRE:
-                handle_request = KafkaDispatcher(handle_request)
-                wire = _kafka_wire
+            native_handler = self._intercept(serve_request)
+            kafka = config.wire_protocols[listener] == KAFKA_WIRE
+            wire = _kafka_wire if kafka else native_wire
+            sasl = self.sasl_factories.get(listener)
             bounded = listener != config.inter_broker_listener
             max_frame_bytes = config["socket.request.max.bytes"]
             listener_pool = pool if bounded else self.inter_broker_memory_pool
             if listener_pool.bounded:
                 max_frame_bytes = min(max_frame_bytes, listener_pool.capacity)
 
+            security = config.security[listener]
+            tls = self.tls_contexts.get(listener)
+
+            def failed(peer: str, mechanism: str | None, reason: str) -> None:
+                self.failed_authentications.inc(
+                    labels={"listener": listener, "mechanism": mechanism or "none"}
+                )
+                self.record_event(
+                    "authentication_failed",
+                    {
+                        "listener": listener,
+                        "address": peer,
+                        "mechanism": mechanism,
+                        "reason": reason,
+                    },
+                )
+
             async def serve(stream: trio.abc.Stream) -> None:
+                # Each connection's own SASL gate in front of the handlers (both wires).
+                authenticator = None
+                if sasl is not None:
+                    authenticator = Authenticator(sasl, security.failed_authentication_delay_ms)
+                gate = SaslGate(native_handler, authenticator, on_failure=failed)
+                handle_request: Callable[[Any, Any], Awaitable[Any]] = (
+                    KafkaDispatcher(gate) if kafka else gate
+                )
                 await serve_connection(
                     # Any stream is served (in-memory ones in tests); serve_connection is
                     # annotated with trio.SocketStream only (server_common/network.py).
@@ -512,6 +567,10 @@ class BrokerServer:
                     wire=wire,
                     pool=listener_pool,
                     idle_timeout_s=idle_timeout_s,
+                    tls=tls,
+                    tls_handshake_timeout_s=security.handshake_timeout_ms / 1000,
+                    authenticated=None if authenticator is None else authenticator.is_complete,
+                    max_frame_bytes_before_auth=config["sasl.server.max.receive.size"],
                 )
 
             async def handle(stream: trio.abc.Stream) -> None:

@@ -13,7 +13,9 @@ How it works:
   earlier one has failed, and the first answer wins (the others are cancelled), so a
   paused, dead or foreign first address costs about a second, not a request timeout.
   If none answers it raises `NoBrokersAvailableError` ("cannot reach any broker at
-  HOST:PORT (...)", with every address's reason). It asks for the topics of interest
+  HOST:PORT (...)", with every address's reason), or, when a broker refused our
+  credentials or certificate, that `SASL_AUTHENTICATION_FAILED` error (not retriable).
+  It asks for the topics of interest
   (`add_topics`), or every topic when built with `all_topics=True` (admin). Built with
   `allow_auto_create_topics=True` it lets the broker create a topic it is asked for
   that does not exist (when the broker's `auto.create.topics.enable` allows it), as
@@ -390,6 +392,7 @@ class Metadata:
         candidates = self._candidates()
         self._failures = {}
         winner: list[tuple[tuple[str, int], m.MetadataResponse]] = []
+        refused: list[TributaryError] = []
         timeout_s = self.request_timeout_ms / 1000
 
         async def ask(address: tuple[str, int], failed: trio.Event) -> None:
@@ -402,6 +405,8 @@ class Metadata:
                 return
             except TributaryError as exc:  # a request-level error: try another broker
                 self._failures[address] = str(exc)
+                if exc.code == ErrorCode.SASL_AUTHENTICATION_FAILED:
+                    refused.append(exc)  # not retriable: raised itself if nobody answers
                 failed.set()
                 return
             if not winner:
@@ -414,6 +419,8 @@ class Metadata:
                 nursery.start_soon(ask, address, failed)
                 with trio.move_on_after(HEDGE_DELAY_MS / 1000):
                     await failed.wait()
+        if not winner and refused:
+            raise refused[0]  # our credentials or certificate were refused
         return winner[0] if winner else None
 
     def _failure_summary(self) -> str:

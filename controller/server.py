@@ -21,12 +21,14 @@ state known to be right.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import trio
 
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.security.secure_connector import secure_connector
 from controller import events as ev
 from controller import leadership
 from controller.active import ActiveController
@@ -67,6 +69,11 @@ class ControllerServer:
         self.config = config
         self.controller_id = config.controller_id
         self.transport = transport
+        # Connections to brokers, with TLS/SASL as their inter-broker listener asks.
+        self._broker_connect = secure_connector(config.broker_security(), transport.connect)
+        # Its own listener: the same protocol, checked now (a bad file stops it at start).
+        self._listener_security = config.listener_security()
+        self._sasl = config.sasl_factory()
         self.zk = zk or KazooZooKeeper(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
@@ -104,7 +111,11 @@ class ControllerServer:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 port = await nursery.start(
-                    serve_controller_listener,
+                    functools.partial(
+                        serve_controller_listener,
+                        security=self._listener_security,
+                        sasl=self._sasl,
+                    ),
                     self.queue,
                     self.config.bind_host,
                     self.config.bind_port,
@@ -261,7 +272,7 @@ class ControllerServer:
             queue=self.queue,
             events=self.events,
             nursery=nursery,
-            connector=self.transport.connect,
+            connector=self._broker_connect,
         )
         nursery.start_soon(self._auto_rebalance_timer, term.epoch)
         await on_become_active(self.active)

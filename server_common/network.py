@@ -14,8 +14,10 @@ its ordering, pipelining, backpressure and error handling. A handler returns
 either the response itself, `NO_RESPONSE` (acks=0 produce), a `Reply` that a
 purgatory callback fills in later (a waiting fetch, an acks=all produce), or
 `CLOSE_CONNECTION` to drop the connection at once without answering (Kafka's
-`closeConnection`; fault-injecting tests use it to cut connections). `reply.then(f)` is
-a `Reply` whose value is `f` of another's (the Kafka translation of a native answer).
+`closeConnection`; fault-injecting tests use it to cut connections), or
+`RespondAndClose(response)` to answer and then close (a failed authentication).
+`reply.then(f)` is a `Reply` whose value is `f` of another's (the Kafka translation of a
+native answer).
 The reader puts each of these into a bounded channel; a writer task awaits them one by
 one and writes the responses, so they leave in request order while later requests are
 already being processed (pipelining). A response encoded as `FrameParts` (a Fetch
@@ -35,6 +37,12 @@ connection, and a request of at most `SMALL_READ` bytes never waits. With an idl
 timeout (`connections.max.idle.ms`) a connection that has sent nothing for that long
 and waits for no answer is closed.
 
+Security: with an SSL context the connection starts with the TLS handshake (bounded by
+its own timeout; a failed one closes the connection with one log line) and the client
+certificate's principal is set for the connection (server_common/security/tls.py); the
+memory pool, idle timeout and frame limit then apply to the decrypted bytes. SASL runs
+as the handler's gate (server_common/security/sasl_gate.py).
+
 Errors say whose fault they are: a request whose header was readable but whose body
 was not is answered with an error code; broken framing (garbage, a frame over the size
 limit) closes this connection with one log line. A bug in a handler answers
@@ -48,6 +56,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -60,6 +69,8 @@ from client.protocol.connection import ServerConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError
 from client.protocol.framing import FrameParts
 from server_common.memory_pool import MemoryPool
+from server_common.security.principal import CLIENT_PRINCIPAL
+from server_common.security.tls import accept_tls, certificate_principal
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +117,16 @@ class _NoResponse:
 
 
 NO_RESPONSE = _NoResponse()
+
+
+class RespondAndClose:
+    """A handler's answer after which the connection closes (a failed authentication:
+    Kafka answers SASL_AUTHENTICATION_FAILED, then closes)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
 
 
 class _CloseConnection:
@@ -229,14 +250,29 @@ async def serve_connection(
     wire: Callable[[int], WireConnection] = native_wire,
     pool: MemoryPool | None = None,
     idle_timeout_s: float | None = None,
+    tls: ssl.SSLContext | None = None,
+    tls_handshake_timeout_s: float = 10.0,
+    authenticated: Callable[[], bool] | None = None,
+    max_frame_bytes_before_auth: int | None = None,
 ) -> None:
     """Serve one connection until the peer is done; `wire(max_frame_bytes)` makes the
     sans-IO connection (native msgpack by default). With a `pool`, a frame bigger than
     one small read is reserved from it before its body is read (see the module
     docstring); with `idle_timeout_s`, a connection that sends nothing and waits for
-    nothing that long is closed (`connections.max.idle.ms`)."""
+    nothing that long is closed (`connections.max.idle.ms`). With `tls`, the TLS
+    handshake comes first (within `tls_handshake_timeout_s`, else the connection closes)
+    and the client certificate's principal becomes the connection's. Until
+    `authenticated()` says so, reads are at most `max_frame_bytes_before_auth` bytes and
+    a frame announcing more closes the connection before it is reserved from the pool or
+    read further (Kafka's `sasl.server.max.receive.size`)."""
     peer = _peer_name(stream)
     CLIENT_ADDRESS.set(peer)
+    if tls is not None:
+        secured = await accept_tls(stream, tls, tls_handshake_timeout_s, peer)
+        if secured is None:
+            return
+        CLIENT_PRINCIPAL.set(certificate_principal(secured))
+        stream = secured  # type: ignore[assignment]  # any Stream is served (see broker)
     protocol = wire(max_frame_bytes)
     send_queue, receive_queue = trio.open_memory_channel(max_queued)
     activity = _Activity(trio.current_time())
@@ -253,6 +289,14 @@ async def serve_connection(
         """The next bytes from the peer (b"" when it closed), None when idle too long."""
         nonlocal held
         while True:
+            if max_frame_bytes_before_auth is not None and authenticated is not None:
+                progress = protocol.incomplete_frame()
+                if progress is not None and progress[0] > max_frame_bytes_before_auth:
+                    if not authenticated():
+                        raise FramingError(
+                            f"a frame of {progress[0]} bytes before authentication (at most "
+                            f"{max_frame_bytes_before_auth}, sasl.server.max.receive.size)"
+                        )
             deadline = math.inf if idle_timeout_s is None else activity.last + idle_timeout_s
             with trio.move_on_at(deadline):
                 size = READ_CHUNK if pool is None else SMALL_READ
@@ -270,6 +314,9 @@ async def serve_connection(
                             await pool.reserve(total - held)
                         held = total
                     size = min(READ_CHUNK, total - buffered)  # no further than its end
+                if max_frame_bytes_before_auth is not None and authenticated is not None:
+                    if not authenticated():  # no frame over the limit completes in one read
+                        size = min(size, max_frame_bytes_before_auth)
                 data = await stream.receive_some(size)
                 activity.last = trio.current_time()
                 return data
@@ -330,6 +377,10 @@ async def serve_connection(
                     if outcome is CLOSE_CONNECTION:
                         log.info("closing connection from %s as its handler asked", peer)
                         return True
+                    if isinstance(outcome, RespondAndClose):
+                        activity.outstanding += 1
+                        await send_queue.send((header, started, outcome.response))
+                        return False  # the writer sends it, then the connection closes
                     if outcome is NO_RESPONSE:
                         if observe is not None:
                             observe(header.api_key, time.perf_counter() - started, 0, 0)

@@ -160,6 +160,8 @@ class BrokerRegistration:
     # The znode's creation transaction id: Kafka's "broker epoch" (KIP-380).
     broker_epoch: int = -1
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    # Listener name -> security protocol (Kafka's map); a name left out is PLAINTEXT.
+    security_protocols: tuple[tuple[str, str], ...] = ()
 
     def all_endpoints(self) -> tuple[tuple[str, str, int], ...]:
         return self.endpoints or (("PLAINTEXT", self.host, self.port),)
@@ -171,7 +173,10 @@ class BrokerRegistration:
             "host": self.host,
             "port": self.port,
             "endpoints": [f"{name}://{host}:{port}" for name, host, port in endpoints],
-            "listener_security_protocol_map": {name: "PLAINTEXT" for name, _, _ in endpoints},
+            "listener_security_protocol_map": {
+                name: dict(self.security_protocols).get(name, "PLAINTEXT")
+                for name, _, _ in endpoints
+            },
             "jmx_port": -1,
             "rack": self.rack,
             "timestamp": str(self.timestamp_ms),

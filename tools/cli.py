@@ -27,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: imports every command module."""
-    from tools.commands.common import add_request_timeout_option
+    from tools.commands.common import add_command_config_option, add_request_timeout_option
 
     parser = _Parser(
         prog="tributary",
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="brokers to bootstrap from (default: the running local cluster, else localhost:9092)",
     )
     add_request_timeout_option(parser)
+    add_command_config_option(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"tools.commands.{name}").register(subparsers)

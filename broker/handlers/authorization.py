@@ -37,9 +37,10 @@ VerifyLogDirs (a scrub that may repair) Alter Cluster; DescribeAcls Describe Clu
 CreateAcls and DeleteAcls Alter Cluster; DescribeUserScramCredentials Describe Cluster,
 AlterUserScramCredentials Alter Cluster.
 
-Brokers and the controller do not authenticate yet: with
-`authorizer.inter.broker.listener.super.user=true` a request on the inter-broker
-listener from a connection that did not authenticate (ANONYMOUS) is a super user's.
+Brokers and the controller authenticate on a SASL or mTLS inter-broker listener (their
+principals belong in `super.users`, as in Kafka); for an inter-broker listener without
+authentication, `authorizer.inter.broker.listener.super.user=true` makes a request on it
+from a connection that did not authenticate (ANONYMOUS) a super user's.
 """
 
 from __future__ import annotations

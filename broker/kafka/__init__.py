@@ -19,9 +19,9 @@ version the client asked for.
   `translate_replicas.py`: the cluster and replica admin APIs (DescribeCluster,
   ElectLeaders, partition reassignments, DescribeLogDirs, DescribeProducers);
   `translate_groups.py`: the group APIs; `translate_acls.py`: DescribeAcls, CreateAcls,
-  DeleteAcls;
-  `translate_groups.py`: the group APIs; `translate_users.py`: users' SCRAM
-  credentials (DescribeUserScramCredentials, AlterUserScramCredentials);
+  DeleteAcls; `translate_sasl.py`: SaslHandshake and SaslAuthenticate, for the
+  connection's SASL gate; `translate_users.py`: users' SCRAM credentials
+  (DescribeUserScramCredentials, AlterUserScramCredentials);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 

@@ -11,7 +11,8 @@ kio response of the version the client asked for (`from_native`). A `Reply` that
 purgatory fills later (a waiting fetch, an acks=all produce) becomes a `Reply` of the
 translated response, so the connection keeps pipelining; a `NativeBatch` (a Kafka
 request batching several native ones) is served one native request after another;
-NO_RESPONSE (acks=0 produce) and CLOSE_CONNECTION pass through. A request-level native
+NO_RESPONSE (acks=0 produce) and CLOSE_CONNECTION pass through; a `RespondAndClose` (a
+failed authentication) is translated and still closes. A request-level native
 error answer, a `KafkaRequestError` from `to_native`, a failing native handler or any
 other translation failure is answered with the API's `error_response` carrying that code
 (UNKNOWN_SERVER_ERROR for bugs, INVALID_REQUEST for a native `ProtocolError`), so
@@ -32,6 +33,7 @@ from server_common.network import (
     CLOSE_CONNECTION,
     NO_RESPONSE,
     Reply,
+    RespondAndClose,
     error_answer,
     is_error_answer,
 )
@@ -69,6 +71,8 @@ class KafkaDispatcher:
             native_header = header.native(translation.native_api_key)
             if isinstance(native, NativeBatch):
                 outcome: Any = await self._handle_batch(native_header, native)
+                if outcome is CLOSE_CONNECTION:
+                    return outcome
             else:
                 outcome = await self._handle_native(native_header, native)
         except ProtocolError as exc:  # what the native loop answers with INVALID_REQUEST
@@ -81,12 +85,14 @@ class KafkaDispatcher:
 
     async def _handle_batch(
         self, header: RequestHeader, batch: NativeBatch
-    ) -> list[tuple[Any, Any]]:
+    ) -> list[tuple[Any, Any]] | Any:
         """Each request of the batch through the native handlers, one at a time: (request,
         answer) pairs, an error answer as its ErrorCode, a later answer waited for."""
         answers = []
         for item in batch.requests:
             outcome = await self._handle_native(header, item)
+            if outcome is CLOSE_CONNECTION:
+                return outcome  # the SASL gate refused it: the connection closes
             if isinstance(outcome, Reply):
                 outcome = await outcome.wait()
             if is_error_answer(outcome):
@@ -98,6 +104,8 @@ class KafkaDispatcher:
 def _translate_outcome(translation: Translation, request: Any, version: int, outcome: Any) -> Any:
     if outcome is NO_RESPONSE or outcome is CLOSE_CONNECTION:
         return outcome
+    if isinstance(outcome, RespondAndClose):  # a failed authentication
+        return RespondAndClose(_translate_outcome(translation, request, version, outcome.response))
     if isinstance(outcome, Reply):
         return outcome.then(lambda value: _translate_outcome(translation, request, version, value))
     if is_error_answer(outcome):

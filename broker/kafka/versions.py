@@ -2,9 +2,9 @@
 what the decoder accepts.
 
 How it works: every translate module (translate_data.py, translate_admin.py,
-translate_configs.py, translate_groups.py, translate_users.py) exposes `TRANSLATIONS: dict[int,
-Translation]`, each entry with the version range its functions translate correctly;
-none of them imports this module.
+translate_configs.py, translate_groups.py, translate_users.py, translate_sasl.py)
+exposes `TRANSLATIONS: dict[int, Translation]`, each entry with the version range its
+functions translate correctly; none of them imports this module.
 `translations()` merges them with ApiVersions' own translation (here: its answer is the
 merged table itself, so ApiVersions can only advertise what is really translated), and
 `supported()` is the resulting {api_key: (min_version, max_version)} table.
@@ -40,6 +40,7 @@ from broker.kafka import (
     translate_data,
     translate_groups,
     translate_replicas,
+    translate_sasl,
     translate_users,
 )
 from broker.kafka.translation import (
@@ -91,6 +92,7 @@ def translations() -> dict[int, Translation]:
         translate_groups,
         translate_replicas,
         translate_acls,
+        translate_sasl,
         translate_users,
     ):
         for api_key, translation in module.TRANSLATIONS.items():

@@ -24,6 +24,7 @@ from client.admin.replicas import ReplicaAdmin
 from client.admin.topics import TopicAdmin
 from client.admin.users import UserAdmin
 from client.connection import Connector, open_connection_pool
+from client.security.secure_connector import with_security
 
 
 class Admin(
@@ -41,6 +42,7 @@ async def open_admin(
     **config: Any,
 ) -> AsyncIterator[Admin]:
     """A connected admin client. Raises `NoBrokersAvailableError` when nobody answers."""
+    connector = with_security(connector, config)  # security_protocol, ssl_*, sasl_*
     async with open_connection_pool(client_id=client_id, connector=connector) as pool:
         admin = Admin(pool, bootstrap, **config)
         await admin.start()

@@ -63,6 +63,7 @@ from client.consumer.subscription import EARLIEST, LATEST, NONE, SubscriptionSta
 from client.metadata import DEFAULT_METADATA_MAX_AGE_MS, Metadata, open_client_nursery
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
+from client.security.secure_connector import with_security
 
 
 class Consumer:
@@ -505,6 +506,7 @@ async def open_consumer(
 
     Raises `NoBrokersAvailableError` at once when no bootstrap broker answers.
     """
+    connector = with_security(connector, config)  # security_protocol, ssl_*, sasl_*
     async with (
         open_connection_pool(client_id=client_id, connector=connector) as pool,
         open_connection_pool(client_id=client_id, connector=connector) as coordinator_pool,

@@ -79,6 +79,7 @@ from client.producer.sender import Sender, SenderConfig
 from client.protocol.errors import TributaryError
 from client.protocol.records import BATCH_OVERHEAD, Codec
 from client.protocol.types import TopicPartition
+from client.security.secure_connector import with_security
 
 
 class Producer:
@@ -459,6 +460,7 @@ async def open_producer(
     `config` takes `Producer`'s keyword arguments (Kafka's names in snake_case). Raises
     `NoBrokersAvailableError` at once when no bootstrap broker answers.
     """
+    connector = with_security(connector, config)  # security_protocol, ssl_*, sasl_*
     async with (
         open_connection_pool(client_id=client_id, connector=connector) as pool,
         open_client_nursery() as nursery,

@@ -132,6 +132,7 @@ class ErrorCode(IntEnum):
         False,
         "The broker does not support the requested SASL mechanism.",
     )
+    ILLEGAL_SASL_STATE = (34, False, "Request is not valid given the current SASL state.")
     UNSUPPORTED_VERSION = (35, False, "The version of API is not supported.")
     TOPIC_ALREADY_EXISTS = (36, False, "Topic with this name already exists.")
     INVALID_PARTITIONS = (37, False, "Number of partitions is invalid.")

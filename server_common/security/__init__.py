@@ -11,4 +11,13 @@
   of /config/users/<user>, deriving keys from a salted password);
 - `credential_cache`: the SCRAM credentials a broker checks logins against, kept from
   /config/users (`ScramCredentialCache`, the `ScramCredentialSource` of `sasl`).
+
+Listener security (the transport):
+- `listener_config`: each listener's security protocol, TLS files and SASL settings
+  (`listener.security.protocol.map`, ssl.*, sasl.*, with `listener.name.<l>.` prefixes);
+- `tls`: SSL contexts from PEM files, the server-side TLS handshake, a client
+  certificate's principal (RFC 2253 subject);
+- `authenticator`: one connection's SASL exchange as a pure state machine (what may be
+  served before authentication, the handshake, the tokens, failures);
+- `sasl_gate`: its Trio shell, wrapping a connection's request handler (both wires).
 """

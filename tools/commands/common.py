@@ -8,12 +8,15 @@ a malformed address. Trio's exception groups are unwrapped first, so the user ne
 sees one, and the client libraries' log warnings stay off stderr (set
 TRIBUTARY_LOG_LEVEL=INFO to see them). `add_bootstrap_option()` lets
 `--bootstrap-server` also follow the command, as in Kafka's tools
-(`tributary topics list --bootstrap-server host:9092`).
+(`tributary topics list --bootstrap-server host:9092`), and so can `--command-config
+FILE`, Kafka's client properties file whose security settings `client_options()` passes
+to the client library.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -23,7 +26,9 @@ import trio
 
 from client.metadata import NoBrokersAvailableError, UnknownTopicError, parse_bootstrap
 from client.protocol.errors import TributaryError
+from client.security.secure_connector import SecurityConfig
 from server_common.logging_setup import configure_logging
+from server_common.properties import ConfigError, read_properties
 from tools.cluster.state import default_bootstrap
 from tools.errors import CliError
 
@@ -40,6 +45,37 @@ def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
         help="brokers to bootstrap from (default: the running local cluster, else localhost:9092)",
     )
     add_request_timeout_option(parser, default=argparse.SUPPRESS)
+    add_command_config_option(parser, default=argparse.SUPPRESS)
+
+
+def add_command_config_option(parser: argparse.ArgumentParser, default=None) -> None:
+    """Kafka's tools' `--command-config FILE`: client properties (security.protocol,
+    sasl.mechanism, sasl.jaas.config, ssl.truststore.location...)."""
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        default=default,
+        help="Kafka client properties for connecting (security.protocol, sasl.mechanism, "
+        "sasl.jaas.config, ssl.truststore.location, ssl.keystore.location: PEM files)",
+    )
+
+
+def security_options(path: str | None) -> dict[str, Any]:
+    """The client library's security keyword arguments from a `--command-config` file;
+    `CliError` (exit 2) with one line when it is unreadable or wrong."""
+    if not path:
+        return {}
+    try:
+        security = SecurityConfig.from_properties(read_properties(path))
+    except (ConfigError, ValueError) as exc:
+        raise CliError(f"--command-config {path}: {exc}", exit_code=2) from None
+    if security.security_protocol == "PLAINTEXT":
+        return {}
+    return {
+        field.name: getattr(security, field.name)
+        for field in dataclasses.fields(security)
+        if getattr(security, field.name) != field.default
+    }
 
 
 def add_request_timeout_option(parser: argparse.ArgumentParser, default=None) -> None:
@@ -56,7 +92,10 @@ def add_request_timeout_option(parser: argparse.ArgumentParser, default=None) ->
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """Client settings given on the command line, as `open_*` keyword arguments."""
     timeout = getattr(args, "request_timeout_ms", None)
-    return {} if timeout is None else {"request_timeout_ms": timeout}
+    options = security_options(getattr(args, "command_config", None))
+    if timeout is not None:
+        options["request_timeout_ms"] = timeout
+    return options
 
 
 def bootstrap_of(args: argparse.Namespace) -> str:

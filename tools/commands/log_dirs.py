@@ -140,7 +140,7 @@ def _verify(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
     async def verify():
-        async with open_admin(bootstrap) as admin:
+        async with open_admin(bootstrap, **client_options(args)) as admin:
             return await admin.verify_log_dirs(
                 None if args.broker is None else [args.broker],
                 None if args.topic is None else [args.topic],

@@ -16,6 +16,7 @@ The modules, one per family of APIs (each section headed with the API's name and
 - `replicas.py`: OffsetForLeaderEpoch, ElectLeaders, the partition reassignments,
   DescribeLogDirs and VerifyLogDirs (Tributary's own);
 - `groups.py`: the consumer group APIs, FindCoordinator to DeleteGroups;
+- `sasl.py`: authentication: SaslHandshake and SaslAuthenticate;
 - `users.py`: DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554);
 - `controller.py`: controller to broker: LeaderAndIsr, StopReplica, UpdateMetadata, and
   ControlledShutdown (broker to controller);
@@ -194,6 +195,12 @@ from client.protocol.messages.replicas import (
     VerifyLogDirsRequest,
     VerifyLogDirsResponse,
 )
+from client.protocol.messages.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from client.protocol.messages.topics import (
     BROKER_RESOURCE,
     CONFIG_APPEND,
@@ -275,6 +282,10 @@ __all__ = [
     "DescribeAclsRequest",
     "DescribeAclsResource",
     "DescribeAclsResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "CONFIG_APPEND",
     "CONFIG_SUBTRACT",
     "SOURCE_DEFAULT_CONFIG",

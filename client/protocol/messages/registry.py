@@ -86,6 +86,12 @@ from client.protocol.messages.replicas import (
     VerifyLogDirsRequest,
     VerifyLogDirsResponse,
 )
+from client.protocol.messages.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from client.protocol.messages.topics import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -162,6 +168,8 @@ REGISTRY = ApiRegistry(
         (ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse),
         (ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse),
         (ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse),
+        (ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse),
+        (ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse),
         (
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
             DescribeUserScramCredentialsRequest,

@@ -20,7 +20,7 @@ import trio
 
 from client.admin import open_admin
 from client.protocol.types import TopicPartition
-from tools.commands.common import bootstrap_of, client_options, run_async
+from tools.commands.common import bootstrap_of, client_options, run_async, security_options
 from tools.commands.groups.log_offsets import LogOffsets, open_log_offsets
 from tools.commands.groups.report import (
     DEAD,
@@ -106,7 +106,9 @@ def describe_command(args: argparse.Namespace) -> int:
                     as_tp(tp) for d in descriptions for m in d.members for tp in m.assignment
                 }
             if wanted:
-                async with open_log_offsets(bootstrap) as consumer:
+                async with open_log_offsets(
+                    bootstrap, **security_options(getattr(args, "command_config", None))
+                ) as consumer:
                     log_end = await LogOffsets(consumer).latest(wanted)
             brokers = admin.metadata.cluster.brokers
             reports = []

@@ -68,7 +68,8 @@ class LogOffsets:
         return await self._per_topic(tps, ask)
 
 
-def open_log_offsets(bootstrap: str):
-    return open_consumer(
-        bootstrap, client_id="tributary-groups", request_timeout_ms=LOOKUP_TIMEOUT_MS
-    )
+def open_log_offsets(bootstrap: str, **options: Any):
+    """A consumer for offset lookups; `options`: the command's client options (its
+    --command-config security settings)."""
+    settings = {"request_timeout_ms": LOOKUP_TIMEOUT_MS, **options}
+    return open_consumer(bootstrap, client_id="tributary-groups", **settings)

@@ -19,7 +19,7 @@ from datetime import datetime
 from client.admin import open_admin
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
-from tools.commands.common import bootstrap_of, client_options, run_async
+from tools.commands.common import bootstrap_of, client_options, run_async, security_options
 from tools.commands.groups.log_offsets import LogOffsets, open_log_offsets
 from tools.commands.groups.report import INACTIVE_STATES, as_tp, format_table
 from tools.errors import CliError
@@ -177,7 +177,9 @@ def reset_offsets_command(args: argparse.Namespace) -> int:
                                 f"topic '{topic}' has no partition {p} (it has {len(existing)})"
                             )
                         partitions.add(TopicPartition(topic, p))
-            async with open_log_offsets(bootstrap) as consumer:
+            async with open_log_offsets(
+                bootstrap, **security_options(getattr(args, "command_config", None))
+            ) as consumer:
                 lookup = LogOffsets(consumer)
                 earliest = await lookup.earliest(partitions)
                 latest = await lookup.latest(partitions)
