@@ -52,6 +52,7 @@ import math
 import os
 import resource
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -97,6 +98,7 @@ from server_common.network import TCP, Bound, Transport, native_wire, serve_conn
 from server_common.network import Handler as RequestHandler
 from server_common.security.acls import AclAuthorizer, parse_super_users
 from server_common.security.authenticator import Authenticator
+from server_common.security.sasl import SaslServerFactory, ScramCredentialSource
 from server_common.security.sasl_gate import SaslGate
 from server_common.security.tls import server_context
 from server_common.server_main import call_on_termination
@@ -178,19 +180,9 @@ class BrokerServer:
                     allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"],
                 ),
             )
-        # TLS listeners' contexts, loaded now so a bad PEM file stops the broker at start.
-        self.tls_contexts = {
-            name: server_context(security.tls)
-            for name, security in config.security.items()
-            if security.tls is not None
-        }
-        # SASL listeners' mechanisms: PLAIN users from their JAAS config, SCRAM users from
-        # /config/users (the credential cache).
-        self.sasl_factories = {
-            name: sasl_factory(security, self.user_credentials.cache)
-            for name, security in config.security.items()
-            if security.uses_sasl
-        }
+        self.tls_contexts, self.sasl_factories = _listener_security(
+            config, self.user_credentials.cache
+        )
         # How this broker connects to the others and to the controller (TLS and SASL as
         # the inter-broker listener asks; the controller's listener uses that protocol).
         self.inter_broker_connect = secure_connector(
@@ -616,6 +608,25 @@ def _kafka_wire(max_frame_bytes: int) -> KafkaServerConnection:
     return KafkaServerConnection(
         max_frame_bytes=max_frame_bytes, supported=kafka_versions.supported
     )
+
+
+def _listener_security(
+    config: BrokerConfig, credentials: ScramCredentialSource
+) -> tuple[dict[str, ssl.SSLContext], dict[str, SaslServerFactory]]:
+    """Each TLS listener's context (loaded now, so a bad PEM file stops the broker at
+    start) and each SASL listener's mechanisms (PLAIN users from its JAAS config, SCRAM
+    users from /config/users through the credential cache)."""
+    tls_contexts = {
+        name: server_context(security.tls)
+        for name, security in config.security.items()
+        if security.tls is not None
+    }
+    sasl_factories = {
+        name: sasl_factory(security, credentials)
+        for name, security in config.security.items()
+        if security.uses_sasl
+    }
+    return tls_contexts, sasl_factories
 
 
 def _peer_host(stream: trio.abc.Stream) -> str:
