@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -180,23 +180,39 @@ class BrokerZkGateway:
     async def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
         """Replace /config/topics/<t>, then announce it with a sequential
         /config/changes/config_change_ znode (every broker watches those, as in Kafka)."""
-        path = zkdata.topic_config_path(topic)
-        data = zkdata.encode_topic_config(config)
-        try:
-            await self.zk.set(path, data)
-        except NoNodeError:
-            await self.zk.create(path, data, makepath=True)
-        await self.zk.create(
-            f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-            zkdata.encode_config_change(f"topics/{topic}"),
-            sequence=True,
-            makepath=True,
+        await self._replace_and_announce(
+            zkdata.topic_config_path(topic), zkdata.encode_topic_config(config), f"topics/{topic}"
         )
 
     async def broker_configs(self, entities: list[str]) -> dict[str, dict[str, str]]:
         """Dynamic broker configs of `entities` (broker ids or `<default>`) from
         /config/brokers/<entity> ({} where there are none or the znode is unreadable)."""
-        paths = [zkdata.broker_config_path(e) for e in entities]
+        return await self._entity_configs(entities, zkdata.broker_config_path, "broker")
+
+    async def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        """Replace /config/brokers/<entity> and announce it (entity path brokers/<entity>),
+        as Kafka's AdminZkClient.changeBrokerConfig does."""
+        await self._replace_and_announce(
+            zkdata.broker_config_path(entity),
+            zkdata.encode_broker_config(config),
+            f"brokers/{entity}",
+        )
+
+    # -- users (SCRAM credentials) ---------------------------------------------------------
+    async def user_configs(self, users: list[str]) -> dict[str, dict[str, str]]:
+        """Configs of `users` (/config/users/<sanitized user>; {} where there are none or
+        the znode is unreadable)."""
+        configs: dict[str, dict[str, str]] = {u: {} for u in users if u in (".", "..")}
+        users = [u for u in users if u not in configs]  # no znode can hold those two
+        configs.update(await self._entity_configs(users, zkdata.user_config_path, "user"))
+        return configs
+
+    async def _entity_configs(
+        self, entities: list[str], path_of: Callable[[str], str], kind: str
+    ) -> dict[str, dict[str, str]]:
+        """The `{"version":1,"config":{...}}` znodes of `entities` ({} where there is none
+        or it is unreadable, with a warning)."""
+        paths = [path_of(e) for e in entities]
         configs: dict[str, dict[str, str]] = {}
         for entity, path, result in zip(
             entities, paths, await self.zk.get_many(paths), strict=True
@@ -206,39 +222,7 @@ class BrokerZkGateway:
                 try:
                     configs[entity] = zkdata.decode_entity_config(path, result[0])
                 except zkdata.ZkDataError as exc:
-                    log.warning("ignoring a bad broker config: %s", exc)
-        return configs
-
-    async def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
-        """Replace /config/brokers/<entity> and announce it (entity path brokers/<entity>),
-        as Kafka's AdminZkClient.changeBrokerConfig does."""
-        path = zkdata.broker_config_path(entity)
-        data = zkdata.encode_broker_config(config)
-        try:
-            await self.zk.set(path, data)
-        except NoNodeError:
-            await self.zk.create(path, data, makepath=True)
-        await self.zk.create(
-            f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-            zkdata.encode_config_change(f"brokers/{entity}"),
-            sequence=True,
-            makepath=True,
-        )
-
-    # -- users (SCRAM credentials) ---------------------------------------------------------
-    async def user_configs(self, users: list[str]) -> dict[str, dict[str, str]]:
-        """Configs of `users` (/config/users/<sanitized user>; {} where there are none or
-        the znode is unreadable)."""
-        configs: dict[str, dict[str, str]] = {u: {} for u in users if u in (".", "..")}
-        users = [u for u in users if u not in configs]  # no znode can hold those two
-        paths = [zkdata.user_config_path(u) for u in users]
-        for user, path, result in zip(users, paths, await self.zk.get_many(paths), strict=True):
-            configs[user] = {}
-            if result is not None:
-                try:
-                    configs[user] = zkdata.decode_entity_config(path, result[0])
-                except zkdata.ZkDataError as exc:
-                    log.warning("ignoring a bad user config: %s", exc)
+                    log.warning("ignoring a bad %s config: %s", kind, exc)
         return configs
 
     async def all_user_configs(self) -> dict[str, dict[str, str]]:
@@ -254,15 +238,22 @@ class BrokerZkGateway:
     async def set_user_config(self, user: str, config: dict[str, str]) -> None:
         """Replace /config/users/<user> and announce it (entity path users/<user>), as
         Kafka's AdminZkClient.changeConfigs does for ConfigType.User."""
-        path = zkdata.user_config_path(user)
-        data = zkdata.encode_user_config(config)
+        await self._replace_and_announce(
+            zkdata.user_config_path(user),
+            zkdata.encode_user_config(config),
+            f"users/{zkdata.sanitize_entity_name(user)}",
+        )
+
+    async def _replace_and_announce(self, path: str, data: bytes, entity_path: str) -> None:
+        """Write a config znode (creating it if needed), then add the sequential
+        /config/changes/config_change_ znode every broker watches, naming `entity_path`."""
         try:
             await self.zk.set(path, data)
         except NoNodeError:
             await self.zk.create(path, data, makepath=True)
         await self.zk.create(
             f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-            zkdata.encode_config_change(f"users/{zkdata.sanitize_entity_name(user)}"),
+            zkdata.encode_config_change(entity_path),
             sequence=True,
             makepath=True,
         )
