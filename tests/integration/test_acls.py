@@ -22,7 +22,7 @@ import trio
 from kio.schema.metadata.v1 import request as metadata_v1
 
 from server_common.zk_kazoo import KazooZooKeeper
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, wait_until
 from tests.unit.test_kafka_listener import KafkaWire
 from tools.cluster.launcher import LocalCluster
@@ -42,19 +42,8 @@ TOPIC_AUTHORIZATION_FAILED = 29
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("acls"),
-        brokers=3,
-        controllers=1,
-        base_port=None,
-        broker_overrides={**TEST_BROKER_SETTINGS, **AUTHORIZER},
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("acls"), **AUTHORIZER) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 def tributary(*args: str) -> subprocess.CompletedProcess:

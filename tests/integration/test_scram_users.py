@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.conftest import running_cluster
 from tests.integration.helpers import wait_until
 from tools.cluster.launcher import LocalCluster
 
@@ -38,19 +38,8 @@ SALT = b"kafka-client-salt-0123"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("scram-users"),
-        brokers=3,
-        controllers=1,
-        base_port=None,
-        broker_overrides=dict(TEST_BROKER_SETTINGS),
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("scram-users")) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 def tributary(*args: str) -> subprocess.CompletedProcess:
