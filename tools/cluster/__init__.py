@@ -4,6 +4,9 @@
   kills and restarts its processes (`tributary cluster up|down|kill|restart`);
 - `state.py`: the cluster's state file (`cluster.json`: pids, ports, log paths), how
   every other command finds the cluster;
+- `secure.py`: `cluster up --secure`: every listener SASL_SSL, the authorizer on, the
+  passwords and `admin.properties`, and the properties every command then uses;
+- `pki.py`: that cluster's CA and certificate (the `cryptography` library);
 - `zookeeper.py`: a real ZooKeeper server (Debian's jar) as a child process;
 - `inspect.py`: the cluster's state read straight from ZooKeeper (`cluster status`,
   `watch`, tests);

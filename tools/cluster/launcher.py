@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server_common.properties import write_properties
+from tools.cluster import secure
+from tools.cluster.pki import CA_FILE
+from tools.cluster.secure import SecureFiles
 from tools.cluster.state import ClusterState, ProcessInfo, process_alive
 from tools.cluster.zookeeper import ZooKeeperServer, four_letter_word, free_port
 
@@ -143,10 +146,13 @@ class LocalCluster:
         controller_overrides: dict | None = None,
         metrics: bool = True,
         internal_listener: bool = False,
+        secure: bool = False,
     ):
         """`internal_listener`: brokers talk among themselves (and the controller to
-        them) on a listener of their own (see `_broker_listeners`)."""
+        them) on a listener of their own (see `_broker_listeners`). `secure`: every
+        listener SASL_SSL and the authorizer on (`secure.py`), for a new cluster."""
         self.directory = Path(directory).resolve()
+        self.secure = secure
         self.internal_listener = internal_listener
         self.broker_count = brokers
         self.controller_count = controllers
@@ -205,7 +211,11 @@ class LocalCluster:
         state = ClusterState(
             directory=str(self.directory),
             zookeeper_connect=f"127.0.0.1:{zk_port}",
-            settings={"brokers": self.broker_count, "controllers": self.controller_count},
+            settings={
+                "brokers": self.broker_count,
+                "controllers": self.controller_count,
+                "secure": self.secure,
+            },
         )
         self.state = state
         state.processes.append(
@@ -260,17 +270,40 @@ class LocalCluster:
                 self._write_config(info)
                 self._start_process(info)
                 state.save()
+                if info.role == "zookeeper" and self.secure:
+                    self._write_admin_credential(info, timeout_s)
             self.wait_ready(timeout_s)
         except BaseException:
             self.down()
             raise
         return state
 
+    def _secure_files(self) -> SecureFiles | None:
+        """The cluster's CA, keystore, passwords and admin.properties, if it is secure."""
+        if not self._require_state().settings.get("secure"):
+            return None
+        return secure.prepare(self.directory)
+
+    def _write_admin_credential(self, zk_info: ProcessInfo, timeout_s: float) -> None:
+        files = self._secure_files()
+        assert files is not None
+        deadline = time.monotonic() + timeout_s
+        while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
+            if time.monotonic() > deadline:
+                raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
+            time.sleep(0.1)
+        from tools.cluster.inspect import run_blocking
+
+        connect = self._require_state().zookeeper_connect
+        password = files.passwords[secure.ADMIN_USER]
+        run_blocking(lambda: secure.write_admin_credential(connect, password))
+
     def _write_config(self, info: ProcessInfo) -> None:
         if info.role == "zookeeper" or info.config_path is None:
             return
         Path(info.data_dir).mkdir(parents=True, exist_ok=True)
         zk = self._require_state().zookeeper_connect
+        files = self._secure_files()
         if info.role == "broker":
             values = {
                 "broker.id": info.id,
@@ -279,6 +312,7 @@ class LocalCluster:
                 "zookeeper.connect": zk,
                 "metrics.port": info.metrics_port if info.metrics_port else -1,
                 **LOCAL_BROKER_SETTINGS,
+                **(secure.broker_settings(files, self.internal_listener) if files else {}),
                 **self.broker_overrides,
             }
         else:
@@ -289,6 +323,7 @@ class LocalCluster:
                 "log.dir": info.data_dir,
                 "metrics.port": info.metrics_port if info.metrics_port else -1,
                 **LOCAL_CONTROLLER_SETTINGS,
+                **(secure.controller_settings(files) if files else {}),
                 **self.controller_overrides,
             }
         write_properties(info.config_path, values)
@@ -464,6 +499,16 @@ class LocalCluster:
         self.state = None
 
     # -- status --------------------------------------------------------------------
+    def secure_status(self) -> dict:
+        """`client_properties` and `ca_file` of a secure cluster (none otherwise)."""
+        if not self._require_state().settings.get("secure"):
+            return {"secure": False}
+        return {
+            "secure": True,
+            "client_properties": str(self.directory / secure.CLIENT_PROPERTIES),
+            "ca_file": str(self.directory / CA_FILE),
+        }
+
     def status(self) -> dict:
         state = self._require_state()
         processes = [
@@ -476,6 +521,7 @@ class LocalCluster:
             "bootstrap_servers": state.bootstrap_servers,
             "kafka_bootstrap_servers": state.kafka_bootstrap_servers,
             "processes": [vars(p) for p in processes],
+            **self.secure_status(),
             "active_controller": None,
             "registered_brokers": [],
             "partitions": 0,

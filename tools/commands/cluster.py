@@ -41,6 +41,12 @@ def register(subparsers) -> None:
         metavar="KEY=VALUE",
         help="a broker property for every broker (repeatable)",
     )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="every listener SASL_SSL (a CA of its own), the authorizer on, an admin user "
+        "whose client properties are <dir>/admin.properties",
+    )
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(handler=_up)
 
@@ -107,6 +113,7 @@ def _up(args) -> int:
         controllers=args.controllers,
         base_port=args.base_port or None,
         broker_overrides=parse_overrides(args.override),
+        secure=args.secure,
     )
     was_running = cluster.running()
     state = cluster.up(timeout_s=args.timeout)
@@ -123,6 +130,10 @@ def _up(args) -> int:
     print(f"bootstrap servers: {state.bootstrap_servers}")
     if state.kafka_bootstrap_servers:
         print(f"kafka bootstrap servers: {state.kafka_bootstrap_servers} (kcat, Kafka clients)")
+    secure = cluster.secure_status()
+    if secure["secure"]:
+        print(f"client properties: {secure['client_properties']} (SASL_SSL, user admin)")
+        print(f"CA certificate: {secure['ca_file']}")
     return 0
 
 

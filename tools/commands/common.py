@@ -62,7 +62,12 @@ def add_command_config_option(parser: argparse.ArgumentParser, default=None) -> 
 
 def security_options(path: str | None) -> dict[str, Any]:
     """The client library's security keyword arguments from a `--command-config` file;
-    `CliError` (exit 2) with one line when it is unreadable or wrong."""
+    `CliError` (exit 2) with one line when it is unreadable or wrong. Without one, a
+    secure local cluster's `admin.properties` (`tributary cluster up --secure`)."""
+    if not path:
+        from tools.cluster.secure import default_command_config
+
+        path = default_command_config()
     if not path:
         return {}
     try:

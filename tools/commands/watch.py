@@ -55,12 +55,16 @@ from client.connection import (
     BrokerConnectionError,
     BrokerUnavailableError,
     ConnectionPool,
+    Connector,
     open_connection_pool,
 )
 from client.protocol import messages as m
 from client.protocol.errors import TributaryError
+from client.security.secure_connector import with_security
 from tools.cluster import watch_view as view
+from tools.cluster.secure import default_command_config
 from tools.cluster.state import ClusterState, cluster_dir, default_zookeeper
+from tools.commands.common import security_options
 from tools.errors import CliError
 
 log = logging.getLogger(__name__)
@@ -255,9 +259,13 @@ def watch_command(args) -> int:
         console = Console(width=UNWRAPPED_WIDTH, color_system=None, force_terminal=False)
     options = dict(show_internal=args.internal)
     groups = not args.no_groups
+    # A secure cluster's brokers are asked with its admin.properties (or --command-config).
+    connector = with_security(None, security_options(_command_config(args)))
     with _quiet_connection_warnings():
         if args.once:
-            snapshot = trio.run(_take_once, zookeeper, args.timeout, known_brokers, groups)
+            snapshot = trio.run(
+                _take_once, zookeeper, args.timeout, known_brokers, groups, connector
+            )
             if snapshot.error is not None:
                 raise CliError(f"cannot read ZooKeeper at {zookeeper}: {snapshot.error}")
             events = _logged_events(args) if not terminal or args.width else []
@@ -277,6 +285,7 @@ def watch_command(args) -> int:
                 known_brokers,
                 options,
                 groups,
+                connector,
             )
         except KeyboardInterrupt:  # Ctrl-C before our handler was installed
             pass
@@ -362,6 +371,11 @@ def _quiet_connection_warnings():
             logger.setLevel(level)
 
 
+def _command_config(args) -> str | None:
+    """--command-config, else the watched local cluster's admin.properties, if secure."""
+    return getattr(args, "command_config", None) or default_command_config(args.dir)
+
+
 def _target(args) -> tuple[str, tuple[int, ...]]:
     """The ZooKeeper to read and the broker ids expected there."""
     directory = cluster_dir(args.dir)
@@ -379,9 +393,13 @@ def _target(args) -> tuple[str, tuple[int, ...]]:
 
 
 async def _take_once(
-    zookeeper: str, timeout_s: float, known_brokers: tuple[int, ...], groups: bool = True
+    zookeeper: str,
+    timeout_s: float,
+    known_brokers: tuple[int, ...],
+    groups: bool = True,
+    connector: Connector | None = None,
 ) -> view.ClusterSnapshot:
-    async with open_connection_pool(connect_timeout_s=timeout_s) as pool:
+    async with open_connection_pool(connect_timeout_s=timeout_s, connector=connector) as pool:
         reader = SnapshotReader(
             zookeeper,
             pool,
@@ -400,6 +418,7 @@ async def _live(
     known_brokers: tuple[int, ...],
     options: dict,
     groups: bool = True,
+    connector: Connector | None = None,
 ) -> None:
     """On a terminal: the frame, redrawn in place."""
     with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
@@ -407,7 +426,7 @@ async def _live(
         def show(snapshot, events, history) -> None:
             live.update(view.render(snapshot, history.recent, **options), refresh=True)
 
-        await _watch_loop(zookeeper, interval_s, timeout_s, known_brokers, groups, show)
+        await _watch_loop(zookeeper, interval_s, timeout_s, known_brokers, groups, show, connector)
 
 
 async def _event_stream(
@@ -418,6 +437,7 @@ async def _event_stream(
     known_brokers: tuple[int, ...],
     options: dict,
     groups: bool = True,
+    connector: Connector | None = None,
 ) -> None:
     """Off a terminal: a first line with the cluster's state, then one line per event."""
     out = sys.stdout
@@ -432,7 +452,7 @@ async def _event_stream(
             out.write(f"{view.event_line(event)}\n")
         out.flush()
 
-    await _watch_loop(zookeeper, interval_s, timeout_s, known_brokers, groups, show)
+    await _watch_loop(zookeeper, interval_s, timeout_s, known_brokers, groups, show, connector)
 
 
 async def _watch_loop(
@@ -442,6 +462,7 @@ async def _watch_loop(
     known_brokers: tuple[int, ...],
     groups: bool,
     show,
+    connector: Connector | None = None,
 ) -> None:
     """Take a snapshot every `interval_s` and `show(snapshot, new events, history)`,
     until Ctrl-C."""
@@ -455,7 +476,7 @@ async def _watch_loop(
                     return
 
         nursery.start_soon(quit_on_ctrl_c)
-        async with open_connection_pool(connect_timeout_s=timeout_s) as pool:
+        async with open_connection_pool(connect_timeout_s=timeout_s, connector=connector) as pool:
             reader = SnapshotReader(
                 zookeeper,
                 pool,
