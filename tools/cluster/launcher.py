@@ -193,6 +193,11 @@ class LocalCluster:
 
     # -- up ------------------------------------------------------------------------
     def up(self, timeout_s: float = 60.0) -> ClusterState:
+        if self.state is not None and self.secure and not self.state.settings.get("secure"):
+            raise LauncherError(
+                f"the cluster at {self.directory} is not a secure one: "
+                "`tributary cluster down --delete-data` it first, or use another --dir"
+            )
         if self.state is not None and all(process_alive(p.pid) for p in self.state.processes):
             return self.state
         if self.state is not None:
