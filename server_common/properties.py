@@ -9,6 +9,7 @@ controllers each declare their own `ConfigDef`; the launcher writes properties f
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,12 @@ def write_properties(path: str | Path, values: Mapping[str, Any]) -> None:
         return str(v)
 
     lines = [f"{k}={render(v)}" for k, v in values.items()]
-    Path(path).write_text("\n".join(lines) + "\n")
+    # Owner-only (0600): a server's properties may hold secrets (sasl.jaas.config's
+    # passwords, ssl.key.password), as Kafka's docs ask of server.properties.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # also when the file already existed with a wider mode
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(lines) + "\n")
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:

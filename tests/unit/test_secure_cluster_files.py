@@ -74,3 +74,16 @@ def test_the_cli_uses_admin_properties_only_for_a_secure_cluster(tmp_path, monke
     other = tmp_path / "plaintext.properties"
     other.write_text("security.protocol=PLAINTEXT\n")
     assert security_options(str(other)) == {}
+
+
+def test_server_properties_files_are_owner_only(tmp_path):
+    """The launcher's broker and controller properties hold the PLAIN passwords of a
+    secure cluster: written 0600, also over a file that existed with a wider mode."""
+    from server_common.properties import write_properties
+
+    path = tmp_path / "server.properties"
+    path.write_text("old=1\n")
+    path.chmod(0o644)
+    write_properties(path, {"sasl.jaas.config": 'x password="secret";'})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert read_properties(path)["sasl.jaas.config"] == 'x password="secret";'
