@@ -85,6 +85,7 @@ class _Plan:
     flexible: bool
     tagged: dict[int, tuple[Any, ...]]
     min_size: int
+    fixed: int | None  # the untagged fields' size when all of them are fixed-size
 
 
 def check_bounds(request_type: type, data: bytes, offset: int) -> int:
@@ -113,7 +114,8 @@ def plan_for(entity_type: type) -> _Plan:
         else:
             steps.append(step)
     min_size = sum(_min_size(step) for step in steps) + (1 if flexible else 0)
-    return _Plan(tuple(steps), flexible, tagged, min_size)
+    fixed = sum(step[1] for step in steps) if all(step[0] == _SKIP for step in steps) else None
+    return _Plan(tuple(steps), flexible, tagged, min_size, fixed)
 
 
 def _field_step(field: dataclasses.Field[Any], flexible: bool, tagged: bool) -> tuple[Any, ...]:
@@ -127,7 +129,11 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, tagged: bool) -> 
         inner = _primitive_step(get_schema_field_type(field), flexible, field.name)
     if not isinstance(field_class, EntityTupleField | PrimitiveTupleField):
         return inner
-    elem: int | tuple[Any, ...] = inner[1] if inner[0] == _SKIP else inner
+    elem: int | tuple[Any, ...] = inner
+    if inner[0] == _SKIP:
+        elem = inner[1]
+    elif inner[0] == _ENTITY and not inner[1].flexible and inner[1].fixed is not None:
+        elem = inner[1].fixed
     return (
         _COMPACT_ARRAY if flexible else _LEGACY_ARRAY,
         elem,
@@ -157,10 +163,26 @@ def _min_size(step: tuple[Any, ...]) -> int:
 
 
 def _walk_entity(plan: _Plan, data: bytes, pos: int, end: int) -> int:
+    # Fixed-size runs and short compact strings inline: this loop runs per element.
     for step in plan.steps:
-        pos = _walk_step(step, data, pos, end)
+        kind = step[0]
+        if kind == _SKIP:
+            pos += step[1]
+        elif kind == _COMPACT and pos < end and data[pos] < 0x80:
+            length = data[pos]  # the string's length + 1 (0: null), in one byte
+            pos += length or 1
+            if pos > end:
+                raise BoundsError(f"length {length - 1} runs past byte {end}")
+        else:
+            pos = _walk_step(step, data, pos, end)
     if not plan.flexible:
         return pos
+    if pos < end and data[pos] == 0:  # no tagged fields
+        return pos + 1
+    return _walk_tags(plan, data, pos, end)
+
+
+def _walk_tags(plan: _Plan, data: bytes, pos: int, end: int) -> int:
     count, pos = _read_uvarint(data, pos, end)
     if count * 2 > end - pos:  # a tag and a size, at least
         raise BoundsError(f"{count} tagged fields at byte {pos}, {end - pos} bytes left")
@@ -222,8 +244,17 @@ def _walk_step(step: tuple[Any, ...], data: bytes, pos: int, end: int) -> int:
         return pos + count * elem
     if elem[0] == _ENTITY and not elem[2]:
         plan = elem[1]
-        for _ in range(count):
-            pos = _walk_entity(plan, data, pos, end)
+        fixed = plan.fixed
+        if fixed is None:
+            for _ in range(count):
+                pos = _walk_entity(plan, data, pos, end)
+            return pos
+        for _ in range(count):  # flexible, fixed-size fields then (mostly no) tags
+            pos += fixed
+            if pos < end and data[pos] == 0:
+                pos += 1
+            else:
+                pos = _walk_tags(plan, data, pos, end)
         return pos
     for _ in range(count):
         pos = _walk_step(elem, data, pos, end)
