@@ -106,7 +106,7 @@ def plan_for(entity_type: type) -> _Plan:
     tagged: dict[int, tuple[Any, ...]] = {}
     for field in dataclasses.fields(entity_type):
         tag = get_field_tag(field)
-        step = _field_step(field, flexible, tagged=tag is not None)
+        step = _field_step(field, flexible)
         if tag is not None:
             tagged[int(tag)] = step
         elif step[0] == _SKIP and steps and steps[-1][0] == _SKIP:
@@ -118,7 +118,9 @@ def plan_for(entity_type: type) -> _Plan:
     return _Plan(tuple(steps), flexible, tagged, min_size, fixed)
 
 
-def _field_step(field: dataclasses.Field[Any], flexible: bool, tagged: bool) -> tuple[Any, ...]:
+def _field_step(field: dataclasses.Field[Any], flexible: bool) -> tuple[Any, ...]:
+    # kio reads a tagged primitive as not nullable; the walk reads a null length the
+    # same either way and leaves refusing it to kio.
     field_class = classify_field(field)
     if isinstance(field_class, EntityField | EntityTupleField):
         # kio reads a nullable entity behind a marker whether or not it is tagged; array
