@@ -9,6 +9,8 @@ version the client asked for.
 
 - `wire.py`: the sans-IO connection: Kafka framing and request/response headers, bodies
   decoded and encoded with kio, for the versions `versions.py` advertises;
+- `bounds.py`: checks every count and length of a request body against the bytes left
+  before kio's native reader (which preallocates from counts) sees it;
 - `dispatcher.py`: `KafkaDispatcher`, the connection's request handler: each request
   through its translation to the native handlers and back, errors answered per API;
 - `translation.py`: what one API's `Translation` is, and the helpers every translation
@@ -25,5 +27,5 @@ version the client asked for.
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 
-Imports go one way: dispatcher -> versions -> translate_* -> translation.
+Imports go one way: dispatcher -> versions -> translate_* -> translation; wire -> bounds.
 """

@@ -12,9 +12,11 @@ before reading on. The request starts with api key, api version and correlation
 id; for a supported (api, version) the rest of the header is request header v1 (a
 nullable client id) or v2 (client id + tagged fields, skipped whatever their tags) as
 kio's request class says (flexible versions use v2), then the body is decoded with
-kio. Responses get response header v0 (correlation id) or v1 (plus empty tagged
-fields) the same way; ApiVersions always answers with header v0 (kio's classes encode
-that rule too).
+kio, once `bounds.check_bounds` has seen that every count and length in it fits in the
+frame (kio's native reader allocates from a count before reading the elements, and a
+failed allocation aborts the process). Responses get response header v0 (correlation
+id) or v1 (plus empty tagged fields) the same way; ApiVersions always answers with
+header v0 (kio's classes encode that rule too).
 
 Events: `KafkaRequest(header, request)` to serve, or `KafkaAnswerable` for a request that
 is answered without serving it: an ApiVersions of a version we do not speak gets
@@ -22,10 +24,10 @@ UNSUPPORTED_VERSION with our version list in a v0 body (what Kafka does, so the 
 retries with a version we have), and another API's unsupported version gets an
 UNSUPPORTED_VERSION response of the requested version when that response has a
 top-level error code. Anything else that cannot be read (garbage, a header or body kio
-cannot decode, an unsupported version without such a response, an oversized frame)
-raises `KafkaProtocolError`, the only exception the decoder lets out: the shell logs one
-line and closes the connection, as Kafka does when it cannot parse a request. After
-that the connection stays broken.
+cannot decode, a count or length its frame cannot hold, an unsupported version without
+such a response, an oversized frame) raises `KafkaProtocolError`, the only exception
+the decoder lets out: the shell logs one line and closes the connection, as Kafka does
+when it cannot parse a request. After that the connection stays broken.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any, NamedTuple
 
 from kio.serial import entity_reader, entity_writer
 
+from broker.kafka.bounds import check_bounds
 from broker.kafka.translation import (
     KafkaHeader,
     build,
@@ -163,6 +166,7 @@ class KafkaServerConnection:
                 f"{correlation_id}): {type(exc).__name__}: {exc}"
             ) from None
         try:
+            check_bounds(request_type, frame, used)  # kio must not allocate from a bad count
             request, _ = _reader(request_type)(frame, used)
         except Exception as exc:
             raise KafkaProtocolError(

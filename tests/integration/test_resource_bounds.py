@@ -269,6 +269,50 @@ def test_huge_frames_wait_for_the_pool_and_the_broker_stays_within_it(bounded):
     check_normal_traffic(cluster, leader, label)
 
 
+# ElectLeaders v0, one topic whose partitions array claims 1.8 billion int32s: 36 bytes
+# that made kio's native reader ask for 14 GB and abort the whole (capped) broker.
+HOSTILE_ARRAY_COUNT = bytes.fromhex(
+    "00000020002b0000000000070004746573740000000100045dc282766a0000000000ea60"
+)
+
+
+def _kafka_api_versions_raw(sock: socket.socket, correlation_id: int) -> None:
+    """ApiVersions v0 over the Kafka protocol; fails unless answered."""
+    body = struct.pack(">hhih", 18, 0, correlation_id, -1)  # header v1, null client id
+    sock.settimeout(ANSWER_BOUND_S)
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError("closed instead of answering ApiVersions")
+        data += chunk
+    assert struct.unpack_from(">ih", data, 4) == (correlation_id, 0)
+
+
+def test_a_hostile_array_count_on_the_kafka_listener_costs_only_its_connection(bounded):
+    """Before any authentication, the frame above used to kill the broker; now it is an
+    unreadable request: that connection is closed, and the broker serves on (a Kafka
+    connection opened before it, native clients, replication)."""
+    cluster, leader, _ = bounded
+    info = cluster.process(f"broker-{leader}")
+    label = "hostile array count"
+    with rss_report(info.pid, label):
+        bystander = connect_raw(info.kafka_port)
+        try:
+            _kafka_api_versions_raw(bystander, 1)
+            for attempt in range(3):
+                attacker = connect_raw(info.kafka_port)
+                attacker.sendall(HOSTILE_ARRAY_COUNT)
+                assert closed_by_peer(attacker, ANSWER_BOUND_S), f"attempt {attempt} not closed"
+                attacker.close()
+            _kafka_api_versions_raw(bystander, 2)
+        finally:
+            bystander.close()
+    assert cluster.process(f"broker-{leader}").pid == info.pid
+    check_normal_traffic(cluster, leader, label)
+
+
 def _metric(info, name: str) -> float:
     url = f"http://127.0.0.1:{info.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
