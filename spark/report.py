@@ -103,6 +103,7 @@ class ReportData:
     latency_summary: Table = field(default_factory=Table.empty)
     group_lag: Table = field(default_factory=Table.empty)
     group_summary: Table = field(default_factory=Table.empty)
+    security: Table = field(default_factory=Table.empty)  # spark.security, per minute
     timeline: FailureTimeline = field(default_factory=lambda: FailureTimeline(None, None))
 
 
@@ -551,6 +552,34 @@ def _groups_figure(timeline: FailureTimeline, frame: pd.DataFrame, bucket_ms: in
     return fig, []
 
 
+def _security_figure(timeline: FailureTimeline, frame: pd.DataFrame, _bucket_ms: int = 0):
+    """Failed logins and denials per minute, one bar series per kind and principal, on
+    the failure timeline's time axis (with its markers)."""
+    if frame.empty:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(12, 3.5))
+    per = frame.groupby(["minute_ts", "kind", "principal"], as_index=False)["count"].sum()
+    series = sorted({(k, p) for k, p in zip(per["kind"], per["principal"], strict=True)})
+    bottom: dict[int, float] = {}
+    for kind, principal in series:
+        rows = per[(per["kind"] == kind) & (per["principal"] == principal)]
+        times = [_time(int(ts) + 30_000) for ts in rows["minute_ts"]]
+        base = [bottom.get(int(ts), 0.0) for ts in rows["minute_ts"]]
+        label = f"{kind.replace('_', ' ')}: {principal}"
+        ax.bar(times, rows["count"], width=pd.Timedelta(seconds=50), bottom=base, label=label)
+        for ts, value in zip(rows["minute_ts"], rows["count"], strict=True):
+            bottom[int(ts)] = bottom.get(int(ts), 0.0) + float(value)
+    ax.set_title("Failed authentications and authorization denials per minute")
+    ax.set_ylabel("per minute")
+    ax.grid(alpha=0.3)
+    _draw_markers(ax, timeline)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig, []
+
+
 _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...] = (
     ("timeline", _timeline_figure, lambda d: pd.DataFrame()),
     ("throughput", _throughput_figure, lambda d: d.topic_throughput.frame),
@@ -559,6 +588,7 @@ _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...]
     ("isr_heatmap", _isr_heatmap_figure, lambda d: pd.DataFrame()),
     ("latency", _latency_figure, lambda d: d.latency.frame),
     ("groups", _groups_figure, lambda d: d.group_lag.frame),
+    ("security", _security_figure, lambda d: d.security.frame),
 )
 
 
@@ -715,6 +745,12 @@ def render_report(out: Path, data: ReportData) -> tuple[Path, dict[str, Plot]]:
         "with.</p>",
         _image(plots, "groups"),
         _table_html(data.group_summary, what="committed partitions"),
+        "<h2>Security: failed authentications and authorization denials</h2>",
+        '<p class="note">Per minute, principal and client address, from the brokers\' '
+        "authentication_failed and authorization_denied events; <b>count</b> includes the "
+        "denials the brokers' rate limit did not write (<b>events</b>: lines written).</p>",
+        _image(plots, "security"),
+        _table_html(data.security, what="minutes with failures or denials"),
         "</body></html>",
     ]
     path = out / "report.html"
