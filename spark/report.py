@@ -196,7 +196,9 @@ _SPAN_COLOURS = {
     "active": "#8250df",
     "under_replicated": "#9ecbff",
     "offline": "#6e7781",
+    "security": "#953800",  # a minute with failed logins or authorization denials
 }
+SECURITY_LANE = "auth failures / denials"
 
 
 def _time(ms: int) -> pd.Timestamp:
@@ -247,18 +249,22 @@ def _marker_legend(ax, timeline: FailureTimeline) -> list:
     ]
 
 
-def _timeline_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0):
+def _timeline_figure(timeline: FailureTimeline, security=None, _bucket_ms: int = 0):
+    """The lanes of the failure timeline, and a last lane of the minutes with failed
+    logins or authorization denials (`security`: spark.security's table)."""
     end = timeline.end_ts  # set whenever start_ts is
-    if timeline.start_ts is None or end is None or not (timeline.spans or timeline.markers):
+    security = security if security is not None else pd.DataFrame()
+    failures = timeline.start_ts is not None and bool(timeline.spans or timeline.markers)
+    if not failures and security.empty:
         return None
     plt = _pyplot()
     from matplotlib.patches import Patch
 
-    lanes = timeline.lanes()
+    lanes = timeline.lanes() + ([SECURITY_LANE] if not security.empty else [])
     fig, ax = plt.subplots(figsize=(12, 1.2 + 0.45 * max(len(lanes), 1)))
     for row, lane in enumerate(lanes):
         for span in (s for s in timeline.spans if s.lane == lane):
-            stop = span.end_ts if span.end_ts is not None else end
+            stop = span.end_ts if span.end_ts is not None else (end or span.start_ts)
             ax.barh(
                 row,
                 _time(stop) - _time(span.start_ts),
@@ -270,10 +276,22 @@ def _timeline_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0
             )
             if span.kind == "active":
                 ax.text(_time(span.start_ts), row, f" {span.label}", va="center", fontsize=8)
+    if not security.empty:
+        for minute in sorted(set(security["minute_ts"])):
+            ax.barh(
+                len(lanes) - 1,
+                pd.Timedelta(minutes=1),
+                left=_time(int(minute)),
+                height=0.6,
+                color=_SPAN_COLOURS["security"],
+                edgecolor="white",
+            )
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     _draw_markers(ax, timeline)
-    kinds = sorted({s.kind for s in timeline.spans})
+    kinds = sorted(
+        {s.kind for s in timeline.spans} | ({"security"} if not security.empty else set())
+    )
     handles = [Patch(color=_SPAN_COLOURS.get(k, "#888"), label=k.replace("_", " ")) for k in kinds]
     handles += _marker_legend(ax, timeline)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
@@ -581,7 +599,7 @@ def _security_figure(timeline: FailureTimeline, frame: pd.DataFrame, _bucket_ms:
 
 
 _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...] = (
-    ("timeline", _timeline_figure, lambda d: pd.DataFrame()),
+    ("timeline", _timeline_figure, lambda d: d.security.frame),
     ("throughput", _throughput_figure, lambda d: d.topic_throughput.frame),
     ("brokers", _brokers_figure, lambda d: d.broker_throughput.frame),
     ("isr_counts", _isr_counts_figure, lambda d: pd.DataFrame()),

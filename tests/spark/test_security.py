@@ -12,7 +12,7 @@ import pytest
 
 from spark.events import read_broker_events
 from spark.incidents import failure_timeline
-from spark.report import ReportData, Table, render_report
+from spark.report import SECURITY_LANE, ReportData, Table, render_report
 from spark.security import UNAUTHENTICATED, security_per_minute
 
 pytestmark = [
@@ -65,6 +65,8 @@ def test_the_report_shows_them_as_a_table_and_per_minute_on_the_time_axis(per_mi
     )
     path, plots = render_report(tmp_path, data)
     assert plots["security"].time_axis and plots["security"].png
+    # On the failure timeline too: a lane of the minutes with failures or denials.
+    assert plots["timeline"].lanes == [SECURITY_LANE]
     page = path.read_text()
     assert "Security: failed authentications and authorization denials" in page
     assert "User:eve" in page and "10.0.0.66" in page and "Topic:secret Write" in page
