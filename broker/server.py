@@ -336,7 +336,9 @@ class BrokerServer:
                 "ClusterAction on the cluster (or set "
                 "authorizer.inter.broker.listener.super.user=true)"
             )
-        denials = Denials(trio.current_time)
+        denials = Denials(
+            trio.current_time, lambda data: self.record_event("authorization_denied", data)
+        )
         self.metrics.counter_of(
             "authorization_denied_total",
             "operations the authorizer refused (a request may count several)",

@@ -8,7 +8,8 @@
 - `corruption`: corrupt batches as rows (the data source's error table).
 - `throughput`, `timeline`, `latency`, `audit`, `groups` (committed offsets and lag from
   `__consumer_offsets`): the analytics, all in Spark; `columns`: column helpers they
-  share, safe under ANSI mode.
+  share, safe under ANSI mode; `security`: failed logins and authorization denials
+  per minute, principal and address.
 - `incidents`: the failure timeline (incidents, lanes, event markers, recovery times),
   a pure replay of the state-change event rows on the driver.
 - `report`: the HTML report and its plots; `session`: the SparkSession; `job`: the job

@@ -13,7 +13,8 @@ The offset commits in `__consumer_offsets` give each consumer group's committed 
 and lag over time (`spark.groups`). Broker events, controller events and metrics
 snapshots (declared schemas) give the ISR
 timeline, ISR shrinks/expands, leader changes, under-replicated and offline intervals and
-request latency percentiles. The failure timeline (`spark.incidents`) is replayed on the
+request latency percentiles, and failed logins and authorization denials per minute
+(`spark.security`). The failure timeline (`spark.incidents`) is replayed on the
 driver from the state-change events (bounded: `MAX_TIMELINE_EVENTS`). Every table is
 written as Parquet under OUT; the report then reads a bounded number of rows of each back
 (small aggregates only: no record-level data reaches the driver) and writes one
@@ -74,6 +75,7 @@ TABLES = (
     "truncations",
     "under_replicated_intervals",
     "offline_intervals",
+    "security_events",
     "request_latency",
     "request_latency_cluster",
     "request_latency_summary",
@@ -174,7 +176,7 @@ def run(
     from pyspark.sql import functions as F
 
     from spark import audit as audit_
-    from spark import events, groups, latency, throughput, timeline
+    from spark import events, groups, latency, security, throughput, timeline
     from spark.datasource import FORMAT
     from spark.layout import read_checkpoints
     from spark.report import ReportData, render_report
@@ -243,6 +245,15 @@ def run(
         save("offline_intervals", timeline.offline_intervals(isr_saved, data_end_ts))
         failures = _failure_timeline(broker_events, controller_events, data_end_ts)
 
+        save("security_events", security.security_per_minute(broker_events))
+        security_totals = {
+            row["kind"]: int(row["count"] or 0)
+            for row in spark.read.parquet(str(tables["security_events"]))
+            .groupBy("kind")
+            .agg(F.sum("count").alias("count"))
+            .collect()
+        }
+
         save("request_latency", latency.latency_intervals(metrics))
         intervals = spark.read.parquet(str(tables["request_latency"]))
         save("request_latency_cluster", latency.cluster_latency(intervals, latency_bucket_ms))
@@ -293,6 +304,8 @@ def run(
         "bytes (each offset once)": int(totals["bytes"] or 0),
         "audit": ", ".join(f"{k}: {v}" for k, v in sorted(status.items())) or "nothing audited",
         "throughput bucket": format_duration(bucket_ms),
+        "failed authentications": security_totals.get(security.AUTHENTICATION_FAILED, 0),
+        "authorization denials": security_totals.get(security.AUTHORIZATION_DENIED, 0),
     }
     report = ReportData(
         data_dir=str(data_path),
@@ -336,6 +349,12 @@ def run(
         ),
         group_summary=_collect(
             spark, tables["group_summary"], ["group", "topic", "partition"], REPORT_ROWS
+        ),
+        security=_collect(
+            spark,
+            tables["security_events"],
+            ["minute_ts", "kind", "principal", "address"],
+            PLOT_ROWS,
         ),
         timeline=failures,
     )

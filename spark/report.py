@@ -103,6 +103,7 @@ class ReportData:
     latency_summary: Table = field(default_factory=Table.empty)
     group_lag: Table = field(default_factory=Table.empty)
     group_summary: Table = field(default_factory=Table.empty)
+    security: Table = field(default_factory=Table.empty)  # spark.security, per minute
     timeline: FailureTimeline = field(default_factory=lambda: FailureTimeline(None, None))
 
 
@@ -195,7 +196,9 @@ _SPAN_COLOURS = {
     "active": "#8250df",
     "under_replicated": "#9ecbff",
     "offline": "#6e7781",
+    "security": "#953800",  # a minute with failed logins or authorization denials
 }
+SECURITY_LANE = "auth failures / denials"
 
 
 def _time(ms: int) -> pd.Timestamp:
@@ -246,18 +249,22 @@ def _marker_legend(ax, timeline: FailureTimeline) -> list:
     ]
 
 
-def _timeline_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0):
+def _timeline_figure(timeline: FailureTimeline, security=None, _bucket_ms: int = 0):
+    """The lanes of the failure timeline, and a last lane of the minutes with failed
+    logins or authorization denials (`security`: spark.security's table)."""
     end = timeline.end_ts  # set whenever start_ts is
-    if timeline.start_ts is None or end is None or not (timeline.spans or timeline.markers):
+    security = security if security is not None else pd.DataFrame()
+    failures = timeline.start_ts is not None and bool(timeline.spans or timeline.markers)
+    if not failures and security.empty:
         return None
     plt = _pyplot()
     from matplotlib.patches import Patch
 
-    lanes = timeline.lanes()
+    lanes = timeline.lanes() + ([SECURITY_LANE] if not security.empty else [])
     fig, ax = plt.subplots(figsize=(12, 1.2 + 0.45 * max(len(lanes), 1)))
     for row, lane in enumerate(lanes):
         for span in (s for s in timeline.spans if s.lane == lane):
-            stop = span.end_ts if span.end_ts is not None else end
+            stop = span.end_ts if span.end_ts is not None else (end or span.start_ts)
             ax.barh(
                 row,
                 _time(stop) - _time(span.start_ts),
@@ -269,10 +276,22 @@ def _timeline_figure(timeline: FailureTimeline, _frame=None, _bucket_ms: int = 0
             )
             if span.kind == "active":
                 ax.text(_time(span.start_ts), row, f" {span.label}", va="center", fontsize=8)
+    if not security.empty:
+        for minute in sorted(set(security["minute_ts"])):
+            ax.barh(
+                len(lanes) - 1,
+                pd.Timedelta(minutes=1),
+                left=_time(int(minute)),
+                height=0.6,
+                color=_SPAN_COLOURS["security"],
+                edgecolor="white",
+            )
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     _draw_markers(ax, timeline)
-    kinds = sorted({s.kind for s in timeline.spans})
+    kinds = sorted(
+        {s.kind for s in timeline.spans} | ({"security"} if not security.empty else set())
+    )
     handles = [Patch(color=_SPAN_COLOURS.get(k, "#888"), label=k.replace("_", " ")) for k in kinds]
     handles += _marker_legend(ax, timeline)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
@@ -551,14 +570,43 @@ def _groups_figure(timeline: FailureTimeline, frame: pd.DataFrame, bucket_ms: in
     return fig, []
 
 
+def _security_figure(timeline: FailureTimeline, frame: pd.DataFrame, _bucket_ms: int = 0):
+    """Failed logins and denials per minute, one bar series per kind and principal, on
+    the failure timeline's time axis (with its markers)."""
+    if frame.empty:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(12, 3.5))
+    per = frame.groupby(["minute_ts", "kind", "principal"], as_index=False)["count"].sum()
+    series = sorted({(k, p) for k, p in zip(per["kind"], per["principal"], strict=True)})
+    bottom: dict[int, float] = {}
+    for kind, principal in series:
+        rows = per[(per["kind"] == kind) & (per["principal"] == principal)]
+        times = [_time(int(ts) + 30_000) for ts in rows["minute_ts"]]
+        base = [bottom.get(int(ts), 0.0) for ts in rows["minute_ts"]]
+        label = f"{kind.replace('_', ' ')}: {principal}"
+        ax.bar(times, rows["count"], width=pd.Timedelta(seconds=50), bottom=base, label=label)
+        for ts, value in zip(rows["minute_ts"], rows["count"], strict=True):
+            bottom[int(ts)] = bottom.get(int(ts), 0.0) + float(value)
+    ax.set_title("Failed authentications and authorization denials per minute")
+    ax.set_ylabel("per minute")
+    ax.grid(alpha=0.3)
+    _draw_markers(ax, timeline)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig, []
+
+
 _FIGURES: tuple[tuple[str, Callable, Callable[[ReportData], pd.DataFrame]], ...] = (
-    ("timeline", _timeline_figure, lambda d: pd.DataFrame()),
+    ("timeline", _timeline_figure, lambda d: d.security.frame),
     ("throughput", _throughput_figure, lambda d: d.topic_throughput.frame),
     ("brokers", _brokers_figure, lambda d: d.broker_throughput.frame),
     ("isr_counts", _isr_counts_figure, lambda d: pd.DataFrame()),
     ("isr_heatmap", _isr_heatmap_figure, lambda d: pd.DataFrame()),
     ("latency", _latency_figure, lambda d: d.latency.frame),
     ("groups", _groups_figure, lambda d: d.group_lag.frame),
+    ("security", _security_figure, lambda d: d.security.frame),
 )
 
 
@@ -715,6 +763,12 @@ def render_report(out: Path, data: ReportData) -> tuple[Path, dict[str, Plot]]:
         "with.</p>",
         _image(plots, "groups"),
         _table_html(data.group_summary, what="committed partitions"),
+        "<h2>Security: failed authentications and authorization denials</h2>",
+        '<p class="note">Per minute, principal and client address, from the brokers\' '
+        "authentication_failed and authorization_denied events; <b>count</b> includes the "
+        "denials the brokers' rate limit did not write (<b>events</b>: lines written).</p>",
+        _image(plots, "security"),
+        _table_html(data.security, what="minutes with failures or denials"),
         "</body></html>",
     ]
     path = out / "report.html"

@@ -111,6 +111,17 @@ BROKER_EVENT_SCHEMA = _struct(
     ("reason", StringType()),
     ("broker_epoch", LongType()),  # session_reestablished
     ("error", StringType()),
+    # authentication_failed (broker/server.py) and authorization_denied
+    # (broker/handlers/authorization_check.py): spark.security.
+    ("listener", StringType()),
+    ("address", StringType()),
+    ("mechanism", StringType()),
+    ("principal", StringType()),
+    ("resource_type", StringType()),
+    ("resource_name", StringType()),
+    ("operation", StringType()),
+    ("suppressed", LongType()),
+    ("other_suppressed", LongType()),
 )
 
 # controller/event_log.py: common keys ts, controller, epoch, event.

@@ -5,7 +5,8 @@ request arrives) and asks the `AclAuthorizer`; `then` applies a change to a hand
 answer (now, or when its `Reply` is set); `by_topic` serves only the items of a request
 whose topic may be acted on and answers the others with their own error entries;
 `cluster` is the rule of an API that needs one operation on the cluster. `Denials`
-counts and logs (rate-limited) what was refused.
+counts and logs (rate-limited) what was refused, and `DenialEvents` writes it to the
+broker's events.jsonl (rate-limited per principal, resource and operation).
 """
 
 from __future__ import annotations
@@ -90,15 +91,19 @@ class Check:
 class Denials:
     """Counts refusals and logs them, at most one line a second (with how many since),
     in the words of Kafka's authorizer log: "Principal = User:bob is Denied Operation =
-    Write from host = 10.0.0.1 on resource = Topic:LITERAL:orders"."""
+    Write from host = 10.0.0.1 on resource = Topic:LITERAL:orders"; and, given `event`,
+    writes `authorization_denied` events through `DenialEvents`."""
 
     INTERVAL_S = 1.0
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, clock: Callable[[], float], event: Callable[[dict], None] | None = None
+    ) -> None:
         self.count = 0
         self._clock = clock
         self._last = -math.inf
         self._since = 0
+        self.events = DenialEvents(event) if event is not None else None
 
     def note(
         self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str
@@ -106,6 +111,8 @@ class Denials:
         self.count += 1
         self._since += 1
         now = self._clock()
+        if self.events is not None:
+            self.events.note(now, principal, host, op, rtype, name)
         if now - self._last >= self.INTERVAL_S:
             log.info(
                 "Principal = %s is Denied Operation = %s from host = %s on resource = "
@@ -118,6 +125,76 @@ class Denials:
                 self._since,
             )
             self._last, self._since = now, 0
+
+
+class DenialEvents:
+    """Rate-limited `authorization_denied` events: at most one a second per (principal,
+    resource, operation), carrying in `suppressed` how many of that key were not written
+    since its last event, and at most `MAX_PER_S` a second in all; what no key can carry
+    (a flood of distinct keys) is reported as `other_suppressed` by the next event. The
+    keys remembered are bounded by `MAX_KEYS`, so neither memory nor the file grows with
+    the flood."""
+
+    INTERVAL_S = 1.0
+    MAX_PER_S = 100
+    MAX_KEYS = 1024
+    NAME_CHARS = 200
+
+    def __init__(self, emit: Callable[[dict], None]) -> None:
+        self._emit = emit
+        self._keys: dict[tuple[str, str, str, str], list[float]] = {}  # [last, suppressed]
+        self._other = 0  # denials suppressed that no remembered key carries
+        self._window = -math.inf  # start of the current one-second budget
+        self._written = 0  # events written in that window
+
+    def note(
+        self,
+        now: float,
+        principal: str,
+        host: str,
+        op: AclOperation,
+        rtype: ResourceType,
+        name: str,
+    ) -> None:
+        name = name[: self.NAME_CHARS]
+        key = (principal[: self.NAME_CHARS], rtype.title, name, op.title)
+        entry = self._keys.get(key)
+        if entry is not None and now - entry[0] < self.INTERVAL_S:
+            entry[1] += 1
+            return
+        if now - self._window >= 1.0:
+            self._window, self._written = now, 0
+        if self._written >= self.MAX_PER_S or (entry is None and not self._room(now)):
+            if entry is not None:
+                entry[1] += 1
+            else:
+                self._other += 1
+            return
+        suppressed = int(entry[1]) if entry is not None else 0
+        self._keys[key] = [now, 0]
+        self._written += 1
+        data: dict = {
+            "principal": key[0],
+            "address": host,
+            "resource_type": rtype.title,
+            "resource_name": name,
+            "operation": op.title,
+            "suppressed": suppressed,
+        }
+        if self._other:
+            data["other_suppressed"], self._other = self._other, 0
+        self._emit(data)
+
+    def _room(self, now: float) -> bool:
+        """Whether a new key fits, after forgetting the keys quiet for a second (their
+        suppressed counts move to `other_suppressed`)."""
+        if len(self._keys) < self.MAX_KEYS:
+            return True
+        for key, (last, suppressed) in list(self._keys.items()):
+            if now - last >= self.INTERVAL_S:
+                self._other += int(suppressed)
+                del self._keys[key]
+        return len(self._keys) < self.MAX_KEYS
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -105,6 +105,18 @@ def produce_as_anonymous(cluster: LocalCluster, topic: str) -> list:
     return outcomes
 
 
+def denied_events(cluster: LocalCluster) -> set[tuple[str, str, str]]:
+    """(principal, resource name, operation) of every broker's authorization_denied events."""
+    found = set()
+    for broker in cluster.state.brokers():
+        path = Path(broker.data_dir) / "events.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            event = json.loads(line)
+            if event["event"] == "authorization_denied":
+                found.add((event["principal"], event["resource_name"], event["operation"]))
+    return found
+
+
 def test_an_acl_added_through_one_broker_applies_on_every_broker(cluster):
     create_topic(cluster, "payments", 3, 3)
     assert topic_codes(cluster, "payments") == [TOPIC_AUTHORIZATION_FAILED] * 3
@@ -113,6 +125,9 @@ def test_an_acl_added_through_one_broker_applies_on_every_broker(cluster):
         refused is not None
         and refused.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
     )
+    # The refusals (Metadata's, before librdkafka would produce) are authorization_denied
+    # events in the brokers' events.jsonl.
+    wait_until(lambda: ("User:ANONYMOUS", "payments", "Describe") in denied_events(cluster), 30)
 
     first = cluster.state.brokers()[0]
     done = tributary(

@@ -10,6 +10,7 @@ client id `principal=User:bob;...`), as they will once connections authenticate.
 from __future__ import annotations
 
 import contextlib
+import json
 
 import pytest
 import trio
@@ -103,6 +104,15 @@ async def test_write_acl_lets_bob_produce_to_one_topic_and_not_the_other(autojum
         assert (
             "tributary_authorization_denied_total 2" in cluster.brokers[1].server.metrics.render()
         )
+        # And written to the broker's events.jsonl, one event per (principal, resource,
+        # operation) (tests/unit/test_denial_events.py: the rate limit).
+        lines = (cluster.brokers[1].log_dir / "events.jsonl").read_text().splitlines()
+        denied = [e for e in map(json.loads, lines) if e["event"] == "authorization_denied"]
+        assert sorted((e["principal"], e["resource_name"], e["operation"]) for e in denied) == [
+            ("User:bob", "secret", "Write"),
+            ("User:carol", "orders", "Write"),
+        ]
+        assert all(e["resource_type"] == "Topic" and e["address"] for e in denied)
 
 
 async def test_metadata_hides_topics_bob_may_not_describe(autojump_clock):
