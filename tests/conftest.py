@@ -100,6 +100,10 @@ EXPECTED_SECONDS = {
     "tests/chaos/test_planted_bug.py": 55,
     "spark": 150,
     "tests/integration/test_kafka_clients.py": 40,
+    "tests/integration/test_secure_listeners.py": 60,
+    "tests/integration/test_tls_listeners.py": 30,
+    "tests/integration/test_secure_local_cluster.py": 30,
+    "tests/integration/test_node_clients.py": 25,
     "tests/integration/test_configs_clients.py": 40,
     "tests/integration/test_kafka_fetch_sessions.py": 35,
     "tests/integration/test_idempotent_producer.py": 35,
@@ -119,6 +123,8 @@ EXPECTED_SECONDS = {
     "tests/integration/test_scram_users.py": 12,
     "tests/integration/test_scram_logins.py": 25,
     "tests/integration/test_scrub_repair.py": 14,
+    "tests/integration/test_acls.py": 15,
+    "tests/unit/test_kafka_bounds.py": 15,
 }
 
 
