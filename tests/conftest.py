@@ -7,10 +7,8 @@ see each other's znodes; `kazoo_client` is a started KazooClient on that chroot.
 Parallel runs (pytest-xdist, `-n N --dist loadscope`, as `make test` runs them): a
 scheduler of our own (`ModuleScheduling`) hands out whole groups, and a group runs on
 one worker, so what a module shares (a module-scoped real cluster) is built once. The
-group is the test's module, except that the Spark tests (tests/spark/) are two groups
-(`SPARK_GROUPS`: the recorded run with its real cluster, and the rest), so a Spark JVM
-starts once per group, not per module, and the ~6 minutes of Spark tests are not one
-worker's critical path. Groups go out longest first (the
+group is the test's module, except that the Spark tests (tests/spark/) are one group:
+one Spark JVM per run, not one per worker. Groups go out longest first (the
 `EXPECTED_SECONDS` of a module, measured on 2 cores; a module not listed counts as
 short), so the long real-cluster modules start at once and the many short unit modules
 fill the gaps at the end instead of a long module starting last. Each worker picks
@@ -100,8 +98,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_operator_admin.py": 70,
     "tests/integration/test_kafka_idempotence.py": 55,
     "tests/chaos/test_planted_bug.py": 55,
-    "spark": 250,
-    "spark-recorded-run": 120,
+    "spark": 150,
     "tests/integration/test_kafka_clients.py": 40,
     "tests/integration/test_secure_listeners.py": 60,
     "tests/integration/test_tls_listeners.py": 30,
@@ -131,17 +128,10 @@ EXPECTED_SECONDS = {
 }
 
 
-# The Spark tests' groups: a module named here is a group of its own, every other one
-# of tests/spark/ is in "spark".
-SPARK_GROUPS = {"tests/spark/test_recorded_run.py": "spark-recorded-run"}
-
-
 def group_of(nodeid: str) -> str:
-    """The group a test runs in: its module, or its Spark group (`SPARK_GROUPS`)."""
+    """The group a test runs in: its module, or "spark" for every Spark test."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/spark/"):
-        return SPARK_GROUPS.get(path, "spark")
-    return path
+    return "spark" if path.startswith("tests/spark/") else path
 
 
 def pytest_collection_modifyitems(config, items):
