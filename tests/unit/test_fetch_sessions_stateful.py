@@ -280,7 +280,7 @@ class CacheStaysBounded(RuleBasedStateMachine):
 
 TestFetcherSeesLatestState = FetcherSeesLatestState.TestCase
 TestFetcherSeesLatestState.settings = settings(
-    max_examples=300, stateful_step_count=60, deadline=None
+    max_examples=100, stateful_step_count=60, deadline=None
 )
 TestCacheStaysBounded = CacheStaysBounded.TestCase
-TestCacheStaysBounded.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
+TestCacheStaysBounded.settings = settings(max_examples=100, stateful_step_count=50, deadline=None)

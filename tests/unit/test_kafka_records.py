@@ -342,7 +342,7 @@ def _read_everything(data: bytes) -> None:
             pass
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=records_st,
     codec=st.sampled_from(list(Codec)),
