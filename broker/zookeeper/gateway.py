@@ -180,17 +180,8 @@ class BrokerZkGateway:
     async def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
         """Replace /config/topics/<t>, then announce it with a sequential
         /config/changes/config_change_ znode (every broker watches those, as in Kafka)."""
-        path = zkdata.topic_config_path(topic)
-        data = zkdata.encode_topic_config(config)
-        try:
-            await self.zk.set(path, data)
-        except NoNodeError:
-            await self.zk.create(path, data, makepath=True)
-        await self.zk.create(
-            f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-            zkdata.encode_config_change(f"topics/{topic}"),
-            sequence=True,
-            makepath=True,
+        await self._replace_and_announce(
+            zkdata.topic_config_path(topic), zkdata.encode_topic_config(config), f"topics/{topic}"
         )
 
     async def broker_configs(self, entities: list[str]) -> dict[str, dict[str, str]]:
@@ -212,15 +203,22 @@ class BrokerZkGateway:
     async def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
         """Replace /config/brokers/<entity> and announce it (entity path brokers/<entity>),
         as Kafka's AdminZkClient.changeBrokerConfig does."""
-        path = zkdata.broker_config_path(entity)
-        data = zkdata.encode_broker_config(config)
+        await self._replace_and_announce(
+            zkdata.broker_config_path(entity),
+            zkdata.encode_broker_config(config),
+            f"brokers/{entity}",
+        )
+
+    async def _replace_and_announce(self, path: str, data: bytes, entity_path: str) -> None:
+        """Write a config znode (creating it if needed), then add the sequential
+        /config/changes/config_change_ znode every broker watches, naming `entity_path`."""
         try:
             await self.zk.set(path, data)
         except NoNodeError:
             await self.zk.create(path, data, makepath=True)
         await self.zk.create(
             f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-            zkdata.encode_config_change(f"brokers/{entity}"),
+            zkdata.encode_config_change(entity_path),
             sequence=True,
             makepath=True,
         )
