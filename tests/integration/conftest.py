@@ -4,6 +4,10 @@ run (`LocalCluster`), on free ports, each in its own temp dir, and always stoppe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
 
 from tools.cluster.launcher import LocalCluster
@@ -23,6 +27,28 @@ TEST_BROKER_SETTINGS = {
 TEST_CONTROLLER_SETTINGS = {
     "zookeeper.session.timeout.ms": 4000,
 }
+
+
+@contextmanager
+def running_cluster(
+    directory: Path, brokers: int = 3, controllers: int = 1, **broker_overrides
+) -> Iterator[LocalCluster]:
+    """A cluster with the test settings (and `broker_overrides`), up for the block and
+    stopped by pid at its end, also when it failed to come up half way (for the
+    module-scoped `cluster` fixtures: `with running_cluster(tmp.mktemp("x")) as c`)."""
+    cluster = LocalCluster(
+        directory,
+        brokers=brokers,
+        controllers=controllers,
+        base_port=None,
+        broker_overrides={**TEST_BROKER_SETTINGS, **broker_overrides},
+        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
+    )
+    try:
+        cluster.up(timeout_s=60)
+        yield cluster
+    finally:
+        cluster.down(timeout_s=20)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from kio.static.primitive import i32Timedelta
 from client.connection import BrokerConnection, open_connection
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.conftest import running_cluster
 from tests.unit.test_kafka_listener import KafkaWire
 from tools.cluster.launcher import LocalCluster
 
@@ -51,19 +51,8 @@ RETRY_CODES = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("group-liveness"),
-        brokers=1,
-        controllers=1,
-        base_port=None,
-        broker_overrides=dict(TEST_BROKER_SETTINGS),
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("group-liveness"), brokers=1) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 def address(servers: str) -> tuple[str, int]:

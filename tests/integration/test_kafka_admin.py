@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, partition_state, wait_until
-from tools.cluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -24,19 +23,8 @@ kafka = pytest.importorskip("kafka")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("kafka-admin"),
-        brokers=3,
-        controllers=1,
-        base_port=None,
-        broker_overrides=dict(TEST_BROKER_SETTINGS),
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("kafka-admin")) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ import pytest
 
 from client.protocol.types import TopicPartition
 from client.sync import SyncConsumer, SyncProducer
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, partition_state, wait_until
 from tools.cluster.launcher import LocalCluster
 
@@ -44,19 +44,8 @@ BASE_TS = int(time.time() * 1000) - 60_000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("kafka-clients"),
-        brokers=3,
-        controllers=1,
-        base_port=None,
-        broker_overrides=dict(TEST_BROKER_SETTINGS),
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("kafka-clients")) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 def kafka_bootstrap(cluster: LocalCluster) -> str:

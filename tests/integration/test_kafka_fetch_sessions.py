@@ -25,7 +25,7 @@ import trio
 from kio.schema.fetch.v12 import request as fetch_v12
 
 from client.sync import SyncProducer
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, partition_state, wait_until
 from tests.unit.test_kafka_listener import KafkaWire, kafka_batch, produce_request
 from tools.cluster.launcher import LocalCluster
@@ -38,19 +38,8 @@ RECORDS = 3_000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("fetch-sessions"),
-        brokers=3,
-        controllers=1,
-        base_port=None,
-        broker_overrides=dict(TEST_BROKER_SETTINGS),
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("fetch-sessions")) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 def metric(cluster: LocalCluster, name: str, labels: str = "") -> dict[int, float]:

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
-from tools.cluster.launcher import LocalCluster
+from tests.integration.conftest import running_cluster
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 NODE = shutil.which("node")
@@ -35,19 +34,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("node-clients"),
-        brokers=3,
-        controllers=1,
-        base_port=None,
-        broker_overrides=dict(TEST_BROKER_SETTINGS),
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("node-clients")) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 def run_node(script: str, *args: str, timeout: float = 120) -> dict:

@@ -24,7 +24,7 @@ from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.topic_ids import ZERO_TOPIC_ID, topic_id_of_bytes
 from server_common import zkdata
-from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
+from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, wait_until
 from tools.cluster.launcher import LocalCluster
 
@@ -33,19 +33,8 @@ INVALID_TOPIC_EXCEPTION = 17
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("topic-ids"),
-        brokers=3,
-        controllers=1,
-        base_port=None,
-        broker_overrides=dict(TEST_BROKER_SETTINGS),
-        controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
-    )
-    try:
-        cluster.up(timeout_s=60)
+    with running_cluster(tmp_path_factory.mktemp("topic-ids")) as cluster:
         yield cluster
-    finally:
-        cluster.down(timeout_s=20)
 
 
 def native_metadata(cluster: LocalCluster, broker_id: int, *topics: str) -> m.MetadataResponse:
