@@ -90,7 +90,6 @@ def kazoo_client(zk_connect):
 # Seconds a module takes on its own on a 2-core machine (a few slow unit modules too):
 # only the order in which groups start depends on these, never a result.
 EXPECTED_SECONDS = {
-    "tests/integration/test_analytics_e2e.py": 120,
     "tests/chaos/test_randomized.py": 120,
     "tests/chaos/test_replication_matrix.py": 90,
     "tests/chaos/test_failover.py": 70,
@@ -98,7 +97,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_operator_admin.py": 70,
     "tests/integration/test_kafka_idempotence.py": 55,
     "tests/chaos/test_planted_bug.py": 55,
-    "spark": 150,
+    "spark": 330,
     "tests/integration/test_kafka_clients.py": 40,
     "tests/integration/test_secure_listeners.py": 60,
     "tests/integration/test_tls_listeners.py": 30,

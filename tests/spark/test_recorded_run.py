@@ -1,7 +1,10 @@
-"""The analytics on a real recorded run: a broker killed, a broker paused past its
-ZooKeeper session, the active controller killed; the failure timeline must list each
-incident with its start and end, every time plot must carry the event markers (the data
-behind the plot, not pixels), and report.html must open with no other file beside it.
+"""The analytics on a real recorded run: the leader of a partition killed, a broker
+paused past its ZooKeeper session, the active controller killed; the failure timeline must
+list each incident with its start and end, every time plot must carry the event markers
+(the data behind the plot, not pixels), report.html must open with no other file beside
+it, the leader change and the ISR shrink must be in their tables, the per-partition record
+counts must equal what a consumer reads, and the replica audit must find every
+acknowledged record on every replica.
 
 Real processes (ZooKeeper, 2 controllers, 3 brokers, through the launcher users run),
 then the job in this test run's shared Spark session. Faults take about half a minute:
@@ -12,15 +15,17 @@ standby took over), with a deadline.
 from __future__ import annotations
 
 import html.parser
+import json
 import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
 from tests.integration.conftest import start_cluster  # noqa: F401 (the fixture)
-from tests.integration.helpers import create_topic, wait_until
+from tests.integration.helpers import create_topic, partition_state, wait_until
 from tools.cluster.inspect import read_cluster
 
 pytestmark = [
@@ -68,6 +73,16 @@ def _consume_as_group(cluster, count: int) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def _read_all(cluster, count: int) -> Counter:
+    """Records per partition read back by a consumer outside any group."""
+    result = _cli(
+        cluster, "consume", TOPIC, "--from-beginning", "--max-messages", str(count),
+        "--timeout-ms", "10000", "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return Counter(json.loads(line)["partition"] for line in result.stdout.splitlines())
+
+
 def _view(cluster):
     return read_cluster(cluster.state.zookeeper_connect)
 
@@ -90,30 +105,38 @@ class _Links(html.parser.HTMLParser):
 
 
 def test_a_recorded_run_with_a_kill_a_pause_and_a_failover(start_cluster, spark, tmp_path):  # noqa: F811
-    from spark.job import run
+    from spark.job import run, text_summary
 
     cluster = start_cluster(brokers=3, controllers=2)
     create_topic(cluster, TOPIC, PARTITIONS, 3)
     _produce(cluster, 0, 300)
     _consume_as_group(cluster, 300)
 
-    # 1. A broker killed, then started again.
-    cluster.kill("broker-3")
-    wait_until(lambda: 3 not in _view(cluster).brokers, 20)
+    # 1. The leader of partition 0 killed: a new leader, the ISR shrinks; then started again.
+    before = partition_state(cluster, TOPIC, 0)
+    victim = before.leader
+    cluster.kill(f"broker-{victim}")
+    after = wait_until(
+        lambda: (s := partition_state(cluster, TOPIC, 0)) and s.leader not in (victim, -1) and s,
+        30,
+    )
+    wait_until(lambda: victim not in _view(cluster).brokers, 20)
     wait_until(
-        lambda: all(3 not in p.isr for p in _view(cluster).partitions if p.topic == TOPIC), 20
+        lambda: all(victim not in p.isr for p in _view(cluster).partitions if p.topic == TOPIC),
+        20,
     )
     _produce(cluster, 300, 200)
-    cluster.start("broker-3")
+    cluster.start(f"broker-{victim}")
     wait_until(lambda: _all_isrs_full(cluster), 60)
 
     # 2. A broker paused past its ZooKeeper session (4 s), then resumed.
-    cluster.pause("broker-2")
+    paused = min({1, 2, 3} - {victim})
+    cluster.pause(f"broker-{paused}")
     try:
-        wait_until(lambda: 2 not in _view(cluster).brokers, 30)
+        wait_until(lambda: paused not in _view(cluster).brokers, 30)
     finally:
-        cluster.resume("broker-2")
-    wait_until(lambda: 2 in _view(cluster).brokers, 30)
+        cluster.resume(f"broker-{paused}")
+    wait_until(lambda: paused in _view(cluster).brokers, 30)
     wait_until(lambda: _all_isrs_full(cluster), 60)
 
     # 3. The active controller killed: the standby takes over.
@@ -125,7 +148,9 @@ def test_a_recorded_run_with_a_kill_a_pause_and_a_failover(start_cluster, spark,
     _produce(cluster, 500, 200)
     _consume_as_group(cluster, 400)
     wait_until(lambda: _all_isrs_full(cluster), 30)
-    cluster.down(timeout_s=30)
+    per_partition = _read_all(cluster, 700)
+    assert sum(per_partition.values()) == 700
+    cluster.down(timeout_s=30)  # checkpoints written on the way down: an exact audit
 
     out = tmp_path / "analytics"
     result = run(spark, cluster.directory, out)
@@ -134,14 +159,14 @@ def test_a_recorded_run_with_a_kill_a_pause_and_a_failover(start_cluster, spark,
     incidents = {}
     for incident in result.timeline.incidents:  # the first of each (kind, subject)
         incidents.setdefault((incident.kind, incident.subject), incident)
-    killed = incidents[("killed", "broker 3")]
-    paused = incidents[("paused", "broker 2")]
+    killed = incidents[("killed", f"broker {victim}")]
+    pause = incidents[("paused", f"broker {paused}")]
     failover = incidents[("controller failover", "controller")]
-    for incident in (killed, paused, failover):
+    for incident in (killed, pause, failover):
         assert incident.start_ts is not None and incident.end_ts is not None, incident
         assert incident.start_ts <= incident.end_ts
-    assert killed.end_ts <= paused.start_ts <= paused.end_ts <= failover.start_ts
-    assert killed.recovered_ts is not None and paused.recovered_ts is not None
+    assert killed.end_ts <= pause.start_ts <= pause.end_ts <= failover.start_ts
+    assert killed.recovered_ts is not None and pause.recovered_ts is not None
     # `cluster down` at the end: a controlled shutdown of each broker (not a kill), then
     # the last controller resigns.
     assert {i.kind for i in result.timeline.incidents if i.start_ts > failover.end_ts} <= {
@@ -149,7 +174,7 @@ def test_a_recorded_run_with_a_kill_a_pause_and_a_failover(start_cluster, spark,
         "controller failover",
     }
     lanes = result.timeline.lanes()
-    assert {"controller", "broker 2", "broker 3"} <= set(lanes)
+    assert {"controller", f"broker {paused}", f"broker {victim}"} <= set(lanes)
     kinds = {m.kind for m in result.timeline.markers}
     assert {"broker_down", "broker_up", "controller_change", "leader_change"} <= kinds
     assert any(
@@ -163,16 +188,42 @@ def test_a_recorded_run_with_a_kill_a_pause_and_a_failover(start_cluster, spark,
     for plot in result.plots.values():
         assert plot.time_axis and plot.marker_ts == expected, plot.name
 
-    # The data behind them: records counted once, the group committed what it read.
-    assert result.summary["records (each offset once)"] >= 700
+    # The data behind them: records counted once, as many per partition as a consumer
+    # reads; the group committed what it read.
     import pyarrow.parquet as pq
+
+    assert result.summary["records (each offset once)"] >= 700  # and __consumer_offsets
+    buckets = pq.read_table(out / "throughput").to_pandas()
+    buckets = buckets[buckets["topic"] == TOPIC]
+    assert buckets.groupby("partition")["records"].sum().to_dict() == dict(per_partition)
 
     groups = pq.read_table(out / "group_summary").to_pandas()
     readers = groups[(groups["group"] == "readers") & (groups["topic"] == TOPIC)]
     assert readers["committed_offset"].sum() == 700 and (readers["lag"] == 0).all()
     assert result.audit_status.keys() == {"ok"}
+    audit = pq.read_table(out / "audit_partitions").to_pandas()
+    mine = audit[audit["topic"] == TOPIC]
+    assert set(mine["status"]) == {"ok"} and (mine["offsets_on_all_replicas"] == mine["hw"]).all()
+
+    # The leader change and the ISR shrink the kill caused are in their tables.
+    leaders = pq.read_table(out / "leader_changes").to_pandas()
+    elected = leaders[
+        (leaders["topic"] == TOPIC)
+        & (leaders["partition"] == 0)
+        & (leaders["old_leader"] == victim)
+        & (leaders["new_leader"] == after.leader)
+    ]
+    assert not elected.empty, leaders
+    isr = pq.read_table(out / "isr_events").to_pandas()
+    shrinks = isr[(isr["topic"] == TOPIC) & (isr["event"] == "isr_shrink")]
+    assert any(victim in list(old) and victim not in list(new) for old, new in
+               zip(shrinks["old_isr"], shrinks["new_isr"], strict=True)), isr  # fmt: skip
 
     # report.html alone, in an otherwise empty directory, references nothing outside it.
+    # What `tributary analytics` prints: the audit passed.
+    assert any(line.startswith("audit passed") for line in text_summary(result))
+    page = result.report.read_text()
+    assert "isr_shrink" in page and str(after.leader_epoch) in page
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(result.report, alone / "report.html")
