@@ -19,7 +19,11 @@ more for the broker's log (also password-free).
   client-final, server-final. Credentials come from a `ScramCredentialSource` (the
   broker's cache of /config/users); a user without one, one with fewer than 4096
   iterations, or the `tokenauth` extension (delegation tokens, not supported) fails,
-  as does a message over `MAX_SCRAM_MESSAGE_BYTES`.
+  as does a message over `MAX_SCRAM_MESSAGE_BYTES`. The client-final's nonce must be
+  the server-first's (RFC 5802, and Kafka since the fix of its `endsWith` check), with one
+  exception Kafka 2.8 accepted: librdkafka before 2.6.1 (kcat 1.7.1 in Debian) sends
+  its own nonce again in front of it (confluentinc/librdkafka#4895). The proof is still
+  checked over the message exactly as sent, so this admits no one without the password.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from scramp import ScramMechanism as _ScrampMechanism
+from scramp.core import Nonce as _ScrampNonce
 
 from server_common.security.principal import KafkaPrincipal
 from server_common.security.scram import MECHANISMS, ScramCredential
@@ -214,6 +219,7 @@ class ScramSaslServer(_Completion):
             self._stage = 1
             return str(answer).encode("utf-8")
         try:
+            self._accept_librdkafka_nonce(text)
             self._scramp.set_client_final(text)
             answer = self._scramp.get_server_final()
         except Exception as e:
@@ -224,6 +230,15 @@ class ScramSaslServer(_Completion):
             ) from None
         self._username = self._candidate
         return str(answer).encode("utf-8")
+
+    def _accept_librdkafka_nonce(self, client_final: str) -> None:
+        """Let scramp take a client-final whose nonce is the client's nonce followed by
+        the combined one (librdkafka < 2.6.1's form): only that exact repetition."""
+        combined = str(self._scramp.nonce)
+        client_nonce = combined[: len(combined) - len(str(self._scramp.s_nonce))]
+        sent = next((a[2:] for a in client_final.split(",") if a.startswith("r=")), None)
+        if sent is not None and sent != combined and sent == client_nonce + combined:
+            self._scramp.nonce = _ScrampNonce(sent)
 
 
 class SaslServerFactory:

@@ -319,18 +319,9 @@ def test_confluent_kafka_with_a_wrong_password_fails_authentication(secure, pki)
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
 @pytest.mark.parametrize(
     "login",
-    [
-        pytest.param(
-            "scram",
-            marks=pytest.mark.xfail(
-                reason="kcat 1.7.1's librdkafka 2.0.2 repeats the client nonce in its SCRAM "
-                "client-final (fixed in librdkafka 2.6.1, confluentinc/librdkafka#4895); "
-                "Kafka 2.8 does not check that nonce, the SCRAM server here does",
-                strict=False,
-            ),
-        ),
-        "plain",
-    ],
+    # SCRAM: kcat 1.7.1's librdkafka 2.0.2 sends its client nonce twice in the
+    # client-final (confluentinc/librdkafka#4895), which Kafka 2.8 accepts and so do we.
+    ["scram", "plain"],
 )
 def test_kcat_produces_and_consumes_over_sasl_ssl(secure, pki, login):
     settings = _confluent_settings(pki, login)

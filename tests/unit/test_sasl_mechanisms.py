@@ -90,6 +90,56 @@ def test_kafka_pythons_own_scram_client(mechanism: str, password: str) -> None:
     assert server.principal == KafkaPrincipal.user("alice")
 
 
+def _client_final(
+    mechanism: str, password: str, client_first_bare: str, server_first: str, nonce: str
+) -> bytes:
+    """A client-final with nonce `nonce` and the proof RFC 5802 computes over it."""
+    import base64
+    import hashlib
+    import hmac
+
+    digest = hashlib.sha256 if mechanism == "SCRAM-SHA-256" else hashlib.sha512
+    attrs = dict(a.split("=", 1) for a in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        digest().name, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"])
+    )
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(digest(client_key).digest(), auth_message, digest).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+@pytest.mark.parametrize("mechanism", SCRAM)
+@pytest.mark.parametrize(
+    "form,accepted",
+    [("exact", True), ("librdkafka<2.6.1", True), ("other prefix", False), ("password", False)],
+)
+def test_the_client_final_nonce(mechanism: str, form: str, accepted: bool) -> None:
+    """The combined nonce as sent; librdkafka < 2.6.1 (kcat 1.7.1) sends its own nonce
+    again in front of it, which Kafka 2.8 accepts; any other prefix, or the right nonce
+    with a wrong password, fails."""
+    server = make_factory().create(mechanism)
+    client_first_bare = "n=alice,r=fyko+d2lbbFgONRv9qkxdawL"
+    server_first = server.evaluate(f"n,,{client_first_bare}".encode()).decode()
+    combined = dict(a.split("=", 1) for a in server_first.split(","))["r"]
+    nonce = {
+        "exact": combined,
+        "librdkafka<2.6.1": "fyko+d2lbbFgONRv9qkxdawL" + combined,
+        "other prefix": "evil" + combined,
+        "password": combined,
+    }[form]
+    password = "wrong" if form == "password" else "alice-secret"
+    final = _client_final(mechanism, password, client_first_bare, server_first, nonce)
+    if not accepted:
+        with pytest.raises(SaslAuthenticationFailed):
+            server.evaluate(final)
+        return
+    assert server.evaluate(final).startswith(b"v=")
+    assert server.principal == KafkaPrincipal.user("alice")
+
+
 @pytest.mark.parametrize("mechanism", ALL)
 @pytest.mark.parametrize("user,password", [("alice", "wrong"), ("mallory", "alice-secret")])
 def test_wrong_password_or_unknown_user_fails(mechanism: str, user: str, password: str) -> None:
