@@ -10,7 +10,7 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   sessions; `TopicConfigs` (zookeeper/topic_configs.py) caches topic configs read from
   ZooKeeper; `BrokerConfigs` (zookeeper/broker_configs.py) holds the dynamic broker
   configs, read before the logs open and applied live (`_broker_config_changed`);
-  `UserCredentials` (zookeeper/user_configs.py) the users' SCRAM credentials, read
+  `UserCredentials` (server_common/security/user_credentials.py) the users' SCRAM credentials, read
   before the listeners serve and reloaded on every change;
 - `RequestHandlers` (handlers/: one module per family of requests) behind each listener,
   served by `server_common.network.serve_connection`, one task per connection. A
@@ -86,7 +86,6 @@ from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_sh
 from broker.zookeeper.gateway import BrokerZkGateway
 from broker.zookeeper.registration import BrokerIdentity, Registration
 from broker.zookeeper.topic_configs import TopicConfigs
-from broker.zookeeper.user_configs import UserCredentials
 from client.security.secure_connector import secure_connector
 from server_common import zkdata
 from server_common.connection_limits import NO_LIMIT, ConnectionLimits
@@ -101,6 +100,7 @@ from server_common.security.authenticator import Authenticator
 from server_common.security.sasl import SaslServerFactory, ScramCredentialSource
 from server_common.security.sasl_gate import SaslGate
 from server_common.security.tls import server_context
+from server_common.security.user_credentials import UserCredentials
 from server_common.server_main import call_on_termination
 from server_common.zk import ZooKeeper
 from server_common.zk_kazoo import KazooZooKeeper
@@ -149,7 +149,7 @@ class BrokerServer:
         self.topic_configs.on_broker_change = self.broker_configs.reload
         # Users' SCRAM credentials (/config/users): what SCRAM logins are checked against
         # (`self.user_credentials.cache`), reloaded on every users/ change notification.
-        self.user_credentials = UserCredentials(self.gateway)
+        self.user_credentials = UserCredentials(self.gateway.zk)
         self.topic_configs.on_user_change = self.user_credentials.reload
         self.background = BackgroundTasks(
             self.broker_id,

@@ -6,7 +6,8 @@ ControlledShutdown; its bound port (port 0 picks a free one) goes into /controll
 brokers can find it. `log.dir` is where `controller-events.jsonl` is appended. The
 controller connects to brokers' inter-broker listener as `security.inter.broker.protocol`
 says, with Kafka's client settings (`broker_security()`), and its own listener uses the
-same protocol (`listener_security()`, `sasl_factory()`: PLAIN users from its JAAS config).
+same protocol (`listener_security()`, `sasl_factory()`: PLAIN users from its JAAS config,
+SCRAM users from the /config/users cache the server keeps).
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ from server_common.properties import (
     one_of,
     parse_listener,
 )
-from server_common.security.credential_cache import ScramCredentialCache
 from server_common.security.listener_config import (
     LISTENER_KEYS,
     SECURITY_CONFIG_KEYS,
     ListenerSecurity,
     listener_security,
 )
-from server_common.security.sasl import SaslServerFactory
+from server_common.security.sasl import SaslServerFactory, ScramCredentialSource
 
 CONTROLLER_CONFIG = ConfigDef(
     [
@@ -128,9 +128,9 @@ class ControllerConfig(PropertiesConfig):
         values = {**self.values, "listener.security.protocol.map": f"CONTROLLER:{protocol}"}
         return listener_security(values, {}, ["CONTROLLER"])["CONTROLLER"]
 
-    def sasl_factory(self) -> SaslServerFactory | None:
-        """PLAIN users (`user_<name>` in sasl.jaas.config) for a SASL listener; SCRAM
-        logins find no credential here (the controller keeps no /config/users cache)."""
+    def sasl_factory(self, scram_credentials: ScramCredentialSource) -> SaslServerFactory | None:
+        """A SASL listener's mechanisms: PLAIN users (`user_<name>` in sasl.jaas.config),
+        SCRAM credentials from `scram_credentials` (the /config/users cache)."""
         security = self.listener_security()
         if not security.uses_sasl:
             return None
@@ -140,7 +140,7 @@ class ControllerConfig(PropertiesConfig):
                 users = plain_users(dict(parse_jaas_config(text).options))
             except ValueError as exc:
                 raise ConfigError(f"sasl.jaas.config: {exc}") from None
-        return SaslServerFactory(security.sasl_mechanisms, users, ScramCredentialCache())
+        return SaslServerFactory(security.sasl_mechanisms, users, scram_credentials)
 
     def broker_security(self) -> SecurityConfig | None:
         """How the controller connects to brokers (None: PLAINTEXT); ConfigError."""

@@ -45,6 +45,7 @@ from server_common import zkdata
 from server_common.jsonl import Rotation, wall_clock_ms
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Transport
+from server_common.security.user_credentials import UserCredentials
 from server_common.server_main import call_on_termination
 from server_common.zk import ZooKeeper
 from server_common.zk_kazoo import KazooZooKeeper
@@ -73,12 +74,14 @@ class ControllerServer:
         self._broker_connect = secure_connector(config.broker_security(), transport.connect)
         # Its own listener: the same protocol, checked now (a bad file stops it at start).
         self._listener_security = config.listener_security()
-        self._sasl = config.sasl_factory()
         self.zk = zk or KazooZooKeeper(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
         )
+        # Brokers whose inter-broker mechanism is SCRAM log in with /config/users creds.
+        self.user_credentials = UserCredentials(self.zk)
+        self._sasl = config.sasl_factory(self.user_credentials.cache)
         self.queue = ev.EventQueue()
         self.stats = ControllerStats()
         self.events = EventLog(
@@ -110,6 +113,9 @@ class ControllerServer:
             await self.zk.ensure_paths(zkdata.PERSISTENT_PATHS)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self._sasl is not None:
+                    await self.user_credentials.load()  # before the listener serves
+                    nursery.start_soon(self.user_credentials.follow)
                 port = await nursery.start(
                     functools.partial(
                         serve_controller_listener,

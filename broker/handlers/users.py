@@ -6,8 +6,8 @@ names, mechanisms, iterations, salts, duplicates), reads the configs of the user
 passed from /config/users, applies each user's deletions and upsertions (a credential
 derived from the salt and salted password the client sent; the password never
 travels) and writes each user's config with a /config/changes notification, which
-every broker's watcher turns into its credential cache (broker/zookeeper/
-user_configs.py). A user's result is NONE or the first problem found; a failed user has
+every broker's watcher turns into its credential cache (server_common/security/
+user_credentials.py). A user's result is NONE or the first problem found; a failed user has
 none of its changes written. Describe reads the named users (or, for none, every user
 under /config/users) and answers mechanisms and iterations only. A ZooKeeper failure is
 answered UNKNOWN_SERVER_ERROR for the users concerned (the whole request for describe).

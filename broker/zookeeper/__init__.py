@@ -12,8 +12,6 @@
 - `acls.py`: `AclStore`, the ACLs of /kafka-acl and /kafka-acl-extended loaded into the
   authorizer and kept up to date from their change notifications, and the conditional
   writes of CreateAcls/DeleteAcls;
-- `user_configs.py`: `UserCredentials`, the users' SCRAM credentials from /config/users
-  (the cache SCRAM logins are checked against), kept up to date from /config/changes;
 - `controlled_shutdown.py`: leaving the cluster: finds the active controller in
   /controller and asks it to move this broker's leaderships away before it stops.
 """

@@ -32,6 +32,7 @@ from broker.core.producer_ids import BLOCK_SIZE, ProducerIdBlock, encode_block, 
 from client.protocol.topic_ids import new_topic_id
 from client.protocol.types import TopicPartition
 from server_common import zkdata
+from server_common.security import user_credentials
 from server_common.zk import (
     BadVersionError,
     NodeExistsError,
@@ -202,38 +203,16 @@ class BrokerZkGateway:
     async def user_configs(self, users: list[str]) -> dict[str, dict[str, str]]:
         """Configs of `users` (/config/users/<sanitized user>; {} where there are none or
         the znode is unreadable)."""
-        configs: dict[str, dict[str, str]] = {u: {} for u in users if u in (".", "..")}
-        users = [u for u in users if u not in configs]  # no znode can hold those two
-        configs.update(await self._entity_configs(users, zkdata.user_config_path, "user"))
-        return configs
+        return await user_credentials.read_user_configs(self.zk, users)
 
     async def _entity_configs(
         self, entities: list[str], path_of: Callable[[str], str], kind: str
     ) -> dict[str, dict[str, str]]:
-        """The `{"version":1,"config":{...}}` znodes of `entities` ({} where there is none
-        or it is unreadable, with a warning)."""
-        paths = [path_of(e) for e in entities]
-        configs: dict[str, dict[str, str]] = {}
-        for entity, path, result in zip(
-            entities, paths, await self.zk.get_many(paths), strict=True
-        ):
-            configs[entity] = {}
-            if result is not None:
-                try:
-                    configs[entity] = zkdata.decode_entity_config(path, result[0])
-                except zkdata.ZkDataError as exc:
-                    log.warning("ignoring a bad %s config: %s", kind, exc)
-        return configs
+        return await user_credentials.read_entity_configs(self.zk, entities, path_of, kind)
 
     async def all_user_configs(self) -> dict[str, dict[str, str]]:
         """Every user with a znode under /config/users, and its config."""
-        users = []
-        for child in await self.zk.get_children_or_empty(zkdata.CONFIG_USERS):
-            try:
-                users.append(zkdata.desanitize_entity_name(child))
-            except UnicodeDecodeError:
-                log.warning("ignoring /config/users/%s: not a sanitized user name", child)
-        return await self.user_configs(users)
+        return await user_credentials.read_all_user_configs(self.zk)
 
     async def set_user_config(self, user: str, config: dict[str, str]) -> None:
         """Replace /config/users/<user> and announce it (entity path users/<user>), as

@@ -21,7 +21,7 @@ started are already reflected in what `ensure_loaded` reads), re-reads the named
 topics' configs and applies them through `on_loaded`: a running log picks up, e.g., a
 new `retention.ms` at its next retention check, without a restart. Broker entities are
 handed to `on_broker_change` (broker_configs.py reloads its layers), user entities to
-`on_user_change` (user_configs.py reloads their SCRAM credentials).
+`on_user_change` (`UserCredentials.reload` re-reads their SCRAM credentials).
 
 Notifications are deleted once they are older than `change_expiration_ms` (15 minutes,
 Kafka's ZkNodeChangeNotificationListener changeExpirationMs), so /config/changes does not

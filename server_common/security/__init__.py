@@ -10,7 +10,9 @@
 - `scram`: SCRAM credentials as Kafka stores them (the mechanisms, the credential string
   of /config/users/<user>, deriving keys from a salted password);
 - `credential_cache`: the SCRAM credentials a broker checks logins against, kept from
-  /config/users (`ScramCredentialCache`, the `ScramCredentialSource` of `sasl`).
+  /config/users (`ScramCredentialCache`, the `ScramCredentialSource` of `sasl`);
+- `user_credentials`: reading /config/users from ZooKeeper into that cache, at start and
+  on every change (`UserCredentials`, for brokers and the controller).
 
 Listener security (the transport):
 - `listener_config`: each listener's security protocol, TLS files and SASL settings

@@ -89,9 +89,10 @@ def secure(tmp_path_factory, pki):
             "sasl.jaas.config": f'{PLAIN_JAAS} username="controller" '
             'password="controller-secret" user_broker="broker-secret";',
             "ssl.truststore.location": str(pki / "ca.pem"),
-            # Its own listener (ControlledShutdown) is SASL_SSL too.
+            # Its own listener (ControlledShutdown) is SASL_SSL too; SCRAM logins are
+            # checked against /config/users, as on the brokers.
             "ssl.keystore.location": str(pki / "broker.pem"),
-            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         },
     )
     try:
@@ -505,6 +506,39 @@ def test_controlled_shutdown_reaches_the_controller_over_sasl_ssl(secure, pki):
     assert partition_state(secure, TOPIC, 0).leader not in (leader, -1)
     secure.start(name)
     wait_until(lambda: len(partition_state(secure, TOPIC, 0).isr) == 3, 90)
+
+
+def test_the_controller_checks_scram_logins_against_config_users(secure, pki):
+    """A broker whose inter-broker mechanism is SCRAM logs in to the controller's listener
+    as to another broker's: with the credential in /config/users (alice's was written
+    after the controller started)."""
+    from client.security.secure_connector import (
+        AuthenticationFailedError,
+        SecurityConfig,
+        secure_connector,
+    )
+
+    port = secure.state.controllers()[0].port
+
+    def config(password: str) -> SecurityConfig:
+        return SecurityConfig(
+            security_protocol="SASL_SSL",
+            ssl_cafile=str(pki / "ca.pem"),
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username="alice",
+            sasl_plain_password=password,
+        )
+
+    async def login(password: str) -> bool:
+        try:
+            stream = await secure_connector(config(password))("127.0.0.1", port)
+        except AuthenticationFailedError:
+            return False
+        await stream.aclose()
+        return True
+
+    assert wait_until(lambda: trio.run(login, ALICE_SCRAM), 10)
+    assert not trio.run(login, WRONG)
 
 
 def _failed_logins(port: int, cafile: str, count: int, concurrency: int) -> int:

@@ -15,6 +15,7 @@ from client.connection import BrokerConnectionError, open_connection
 from client.protocol import messages as m
 from server_common.network import serve_connection
 from server_common.properties import ConfigError
+from server_common.security.credential_cache import ScramCredentialCache
 from server_common.security.listener_config import TlsSettings
 from server_common.security.principal import ANONYMOUS, current_principal
 from server_common.security.tls import client_context, rfc2253, server_context
@@ -242,7 +243,7 @@ def test_the_controller_uses_the_inter_broker_protocol_on_both_sides(pki):
         ControllerConfig(values).listener_security()
     config = ControllerConfig({**values, "ssl.keystore.location": str(pki / "broker.pem")})
     assert config.listener_security().protocol == "SASL_SSL"
-    factory = config.sasl_factory()
+    factory = config.sasl_factory(ScramCredentialCache())
     assert factory is not None and "PLAIN" in factory.mechanisms
     security = config.broker_security()
     assert security is not None and security.sasl_plain_username == "controller"
