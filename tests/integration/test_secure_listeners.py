@@ -2,10 +2,15 @@
 controller whose listeners (native and Kafka) all use TLS with certificates from a CA
 made here (trustme) and SASL (SCRAM-SHA-512/256 and PLAIN); the brokers replicate to
 each other and the controller talks to them over that same SASL_SSL listener, logged in
-with PLAIN from their JAAS configs.
+with PLAIN from their JAAS configs. The authorizer is on, as on a `cluster up --secure`
+cluster (brokers and controller super users, nothing allowed without an ACL): alice
+(SCRAM) and carol (PLAIN) may write, read and describe the topic and read groups
+`confluent-*` and `cli`, and nothing else.
 
 The clients: Tributary's own library and CLI (--command-config), confluent-kafka, kcat,
-kafka-python and aiokafka, each with SCRAM-SHA-512 and PLAIN; hostile ones: a wrong
+kafka-python and aiokafka, each with SCRAM-SHA-512 and PLAIN, and what a user without an
+ACL gets (TOPIC_AUTHORIZATION_FAILED, a Metadata without the topic,
+GROUP_AUTHORIZATION_FAILED); hostile ones: a wrong
 password, an unknown mechanism, a request before authentication, plaintext bytes on a
 TLS port, a certificate from another CA.
 """
@@ -31,10 +36,12 @@ import trio
 import trustme
 
 from client.admin import NewTopic, open_admin
+from client.admin.acls import Acl
 from client.admin.users import UserScramCredentialUpsertion
 from client.consumer.consumer import open_consumer
 from client.producer.producer import open_producer
 from client.protocol import messages as m
+from client.protocol.acl_types import AclOperation, PatternType, ResourceType
 from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader, encode_request
 from client.protocol.errors import ErrorCode, TributaryError
@@ -49,6 +56,8 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
 USERS = {"broker": "broker-secret", "controller": "controller-secret", "carol": "carol-plain"}
 ALICE_SCRAM = "alice-scram-secret"
 TOPIC = "secure"
+DESCRIBED_ONLY = "secure-describe-only"  # alice and carol may see it, not write it
+HIDDEN = "secure-hidden"  # no ACL at all
 WRONG = "nope-password-7f3a"
 
 
@@ -81,6 +90,8 @@ def secure(tmp_path_factory, pki):
             "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "sasl.jaas.config": f'{PLAIN_JAAS} username="broker" password="broker-secret" {users};',
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:broker;User:controller",
         },
         controller_overrides={
             **TEST_CONTROLLER_SETTINGS,
@@ -97,7 +108,7 @@ def secure(tmp_path_factory, pki):
     )
     try:
         cluster.up(timeout_s=90)
-        trio.run(_create_alice_and_topic, cluster, pki)
+        trio.run(_create_users_topics_and_acls, cluster, pki)
         wait_until(lambda: (s := partition_state(cluster, TOPIC, 0)) and len(s.isr) == 3, 60)
         yield cluster
     finally:
@@ -121,8 +132,20 @@ def scram_options(pki, password: str = ALICE_SCRAM) -> dict:
     }
 
 
-async def _create_alice_and_topic(cluster: LocalCluster, pki) -> None:
-    async with open_admin(cluster.state.bootstrap_servers, **plain_options(pki)) as admin:
+async def _create_users_topics_and_acls(cluster: LocalCluster, pki) -> None:
+    """As the super user `broker`: alice's SCRAM credentials, the topics, the ACLs."""
+    allowed = []
+    for user in ("User:alice", "User:carol"):
+        for operation in (AclOperation.WRITE, AclOperation.READ):
+            allowed.append(Acl(ResourceType.TOPIC, TOPIC, user, operation))
+        allowed.append(Acl(ResourceType.TOPIC, DESCRIBED_ONLY, user, AclOperation.DESCRIBE))
+        allowed.append(Acl(ResourceType.GROUP, "cli", user, AclOperation.READ))
+        allowed.append(
+            Acl(ResourceType.GROUP, "confluent-", user, AclOperation.READ,
+                pattern_type=PatternType.PREFIXED)
+        )  # fmt: skip
+    options = plain_options(pki, "broker", USERS["broker"])
+    async with open_admin(cluster.state.bootstrap_servers, **options) as admin:
         results = await admin.alter_user_scram_credentials(
             [
                 UserScramCredentialUpsertion("alice", mechanism, ALICE_SCRAM)
@@ -130,8 +153,9 @@ async def _create_alice_and_topic(cluster: LocalCluster, pki) -> None:
             ]
         )
         assert results == {"alice": None}
-        created = await admin.create_topics([NewTopic(TOPIC, 1, 3)])
-        assert created == {TOPIC: None}
+        topics = [NewTopic(name, 1, 3) for name in (TOPIC, DESCRIBED_ONLY, HIDDEN)]
+        assert await admin.create_topics(topics) == {t.name: None for t in topics}
+        assert await admin.create_acls(allowed) == [None] * len(allowed)
 
 
 def kafka_bootstrap(cluster: LocalCluster) -> str:
@@ -365,9 +389,14 @@ def test_kafka_python_produces_and_consumes_over_sasl_ssl(secure, pki, login):
     consumer = kafka.KafkaConsumer(
         TOPIC, auto_offset_reset="earliest", consumer_timeout_ms=10_000, **settings
     )
-    got = {message.value for message in consumer}
+    wanted = {f"kafka-python-{login}-{i}".encode() for i in range(10)}
+    got: set[bytes] = set()
+    for message in consumer:  # ends after 10 s without a record
+        got.add(message.value)
+        if wanted <= got:
+            break
     consumer.close()
-    assert {f"kafka-python-{login}-{i}".encode() for i in range(10)} <= got
+    assert wanted <= got
 
 
 @pytest.mark.parametrize("login", ["scram", "plain"])
@@ -411,6 +440,82 @@ def test_aiokafka_produces_and_consumes_over_sasl_ssl(secure, pki, login):
 
     got = asyncio.run(scenario())
     assert {f"aiokafka-{login}-{i}".encode() for i in range(10)} <= got
+
+
+# -- what a user without an ACL gets --------------------------------------------------------
+
+
+def _cli_as(pki, tmp_path, login: str, *args: str, stdin: str | None = None):
+    """`tributary ARGS` as alice (SCRAM-SHA-512) or carol (PLAIN) over SASL_SSL."""
+    user, password, mechanism, jaas = (
+        ("alice", ALICE_SCRAM, "SCRAM-SHA-512", SCRAM_JAAS)
+        if login == "scram"
+        else ("carol", USERS["carol"], "PLAIN", PLAIN_JAAS)
+    )
+    properties = tmp_path / f"{user}.properties"
+    properties.write_text(
+        f"security.protocol=SASL_SSL\nsasl.mechanism={mechanism}\n"
+        f'sasl.jaas.config={jaas} username="{user}" password="{password}";\n'
+        f"ssl.truststore.location={pki / 'ca.pem'}\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "tools", *args, "--command-config", str(properties)],
+        input=stdin, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("login", ["scram", "plain"])
+def test_the_cli_and_library_get_kafkas_denials(secure, pki, tmp_path, login):
+    """Over the native protocol: no Write is TOPIC_AUTHORIZATION_FAILED, a topic the user
+    may not Describe is left out of the listing, a group without Read is
+    GROUP_AUTHORIZATION_FAILED."""
+    bootstrap = ["--bootstrap-server", secure.state.bootstrap_servers]
+    produced = _cli_as(pki, tmp_path, login, "produce", DESCRIBED_ONLY, *bootstrap, stdin="x\n")
+    assert produced.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in produced.stderr
+    listed = _cli_as(pki, tmp_path, login, "topics", "list", *bootstrap)
+    assert listed.returncode == 0, listed.stderr
+    assert {TOPIC, DESCRIBED_ONLY} <= set(listed.stdout.split()) and HIDDEN not in listed.stdout
+    consumed = _cli_as(
+        pki, tmp_path, login, "consume", TOPIC, "--group", "forbidden", "--max-messages", "1",
+        "--timeout-ms", "10000", *bootstrap,
+    )  # fmt: skip
+    assert consumed.returncode != 0 and "GROUP_AUTHORIZATION_FAILED" in consumed.stderr
+
+    async def produce_as_library() -> TributaryError:
+        options = scram_options(pki) if login == "scram" else plain_options(pki)
+        async with open_producer(secure.state.bootstrap_servers, **options) as producer:
+            with pytest.raises(TributaryError) as caught:
+                await (await producer.send(DESCRIBED_ONLY, b"refused")).wait()
+        return caught.value
+
+    assert trio.run(produce_as_library).code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize("login", ["scram", "plain"])
+def test_confluent_kafka_gets_kafkas_denials(secure, pki, login):
+    settings = {"bootstrap.servers": kafka_bootstrap(secure), **_confluent_settings(pki, login)}
+    producer = confluent_kafka.Producer({**settings, "acks": "all", "message.timeout.ms": 20000})
+    errors: list = []
+    producer.produce(DESCRIBED_ONLY, b"refused", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert [e.code() for e in errors] == [confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    topics = set(producer.list_topics(timeout=20).topics)
+    assert {TOPIC, DESCRIBED_ONLY} <= topics and HIDDEN not in topics
+
+    consumer = confluent_kafka.Consumer(
+        {**settings, "group.id": "forbidden", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        code = None
+        while code is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is not None:
+                code = message.error().code()
+        assert code == confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
 
 
 # -- hostile clients -----------------------------------------------------------------------
