@@ -109,7 +109,7 @@ demo_describe
 step "what to try next (first: . .venv/bin/activate; export TRIBUTARY_CLUSTER_DIR=$CLUSTER_DIR)"
 try "tributary acls --list --topic $TOPIC" "the ACLs (the CLI is admin: $CLUSTER_DIR/admin.properties)"
 try "tributary configs describe --entity-type users" "the users with SCRAM credentials"
-try "tributary --command-config $CLUSTER_DIR/$USER_NAME.properties consume $TOPIC --from-beginning --group $GROUP" ""
+try "tributary --command-config $CLUSTER_DIR/$USER_NAME.properties consume $TOPIC --from-beginning" ""
 try "" "read as $USER_NAME (Ctrl-C to stop)"
 try "tributary cluster status --json" "client_properties and ca_file, for Kafka clients"
 try "tributary cluster kill $LEADER" "crash broker $LEADER, leader of $TOPIC-0 (start it with cluster start)"
