@@ -130,8 +130,9 @@ def controller_settings(files: SecureFiles) -> dict[str, str]:
 def write_server_properties(files: SecureFiles) -> tuple[Path, Path]:
     """`broker.properties` and `controller.properties` (0600) beside the CA: the secure
     settings of `broker_settings(files, internal=True)` and `controller_settings`, for
-    servers started with `--config` on them (docker-compose.secure.yml). A server's own
-    `--override`s (its listeners and their protocol map) win over them."""
+    servers started with `--config` on them (docker-compose.secure.yml), whose own
+    `--override`s give their listeners and the protocol map for them (the file's map
+    names the launcher's listeners)."""
     directory = files.ca_file.parent
     broker, controller = directory / BROKER_PROPERTIES, directory / CONTROLLER_PROPERTIES
     write_properties(broker, broker_settings(files, internal=True))
