@@ -33,7 +33,7 @@ def read_properties(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-# One run on a fresh cluster: 25 s to 40 s on a busy 2-core machine (most of it the ~15 CLI
+# One run on a fresh cluster: 25 s to 45 s on a busy 2-core machine (most of it the ~15 CLI
 # processes' start-up).
 @pytest.mark.timeout(600)
 def test_make_run_secure_round_trips_as_alice_and_refuses_her_elsewhere(tmp_path):
