@@ -4,7 +4,8 @@
 #   docker build -t tributary-analytics --target analytics .   # + Java and PySpark
 #
 # docker-compose.yml builds both. The processes run as the unprivileged user `tributary`;
-# broker data lives under /var/lib/tributary (a volume per broker in the compose file).
+# broker data lives under /var/lib/tributary (a volume per broker in the compose file;
+# docker-compose.secure.yml keeps the CA and passwords in /var/lib/tributary/security).
 
 FROM python:3.11-slim AS runtime
 
@@ -16,7 +17,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 1000 tributary \
  && useradd --system --uid 1000 --gid tributary --home-dir /var/lib/tributary \
         --shell /usr/sbin/nologin tributary \
- && mkdir -p /var/lib/tributary/data /var/lib/tributary/controller \
+ && mkdir -p /var/lib/tributary/data /var/lib/tributary/controller /var/lib/tributary/security \
  && chown -R tributary:tributary /var/lib/tributary
 
 WORKDIR /opt/tributary

@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test test-fast lint typecheck run bench chaos clean down
+.PHONY: setup test test-fast lint typecheck run run-secure bench chaos clean down
 
 setup:
 	@scripts/setup.sh
@@ -27,7 +27,12 @@ test-fast: setup lint typecheck
 	$(PY) -m pytest -n 2 --dist loadscope -m "not integration" tests/unit tests/sim $(PYTEST_ARGS)
 
 run: setup
-	@scripts/demo.sh
+	@if [ -n "$(SECURE)" ]; then scripts/demo_secure.sh; else scripts/demo.sh; fi
+
+# `make run`'s demo on a cluster whose every listener is SASL_SSL (./.tributary-secure):
+# a user alice with ACLs produces and consumes; also `make run SECURE=1`.
+run-secure: setup
+	@scripts/demo_secure.sh
 
 bench: setup
 	$(PY) -m tests.bench $(BENCH_ARGS)
@@ -42,6 +47,8 @@ chaos: setup
 
 down:
 	@if [ -x $(VENV)/bin/tributary ]; then $(VENV)/bin/tributary cluster down; fi
+	@if [ -x $(VENV)/bin/tributary ] && [ -d .tributary-secure ]; then \
+	  $(VENV)/bin/tributary cluster --dir .tributary-secure down; fi
 
 clean: down
-	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info .tributary
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info .tributary .tributary-secure

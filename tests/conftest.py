@@ -110,6 +110,7 @@ EXPECTED_SECONDS = {
     "tests/chaos/test_disk_faults.py": 30,
     "tests/integration/test_local_cluster_cli.py": 28,
     "tests/integration/test_make_run.py": 27,
+    "tests/integration/test_make_run_secure.py": 44,
     "tests/integration/test_end_to_end.py": 25,
     "tests/integration/test_group_liveness.py": 25,
     "tests/integration/test_groups_cli.py": 20,

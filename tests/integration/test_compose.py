@@ -1,4 +1,5 @@
-"""docker-compose.yml runs the same cluster as `tributary cluster up`.
+"""docker-compose.yml runs the same cluster as `tributary cluster up`, and
+docker-compose.secure.yml the same one as `tributary cluster up --secure`.
 
 No Docker engine is needed (or used): `docker-compose config -q` validates the file
 offline, and `docker-compose config` prints it normalized (anchors merged, defaults
@@ -11,13 +12,21 @@ Checked against the launcher (tools/cluster/launcher.py): the broker and control
 counts and ids, one volume per broker for its log dir, every server waiting for a
 healthy ZooKeeper, the brokers' published ports, the small timeouts
 (LOCAL_BROKER_SETTINGS / LOCAL_CONTROLLER_SETTINGS), and that every server's command
-line is one `tributary` accepts (parsed by the real CLI and config classes).
+line is one `tributary` accepts (parsed by the real CLI and config classes). Those
+checks run on both files; the secure file's servers are loaded with the files its `pki`
+service writes, made here for real by that service's own command (`tributary cluster
+pki`, against a real ZooKeeper): every listener SASL_SSL with complete TLS and SASL
+settings, the authorizer on, the certificate valid for every service name, the admin's
+SCRAM credential in ZooKeeper, the security volume mounted where the commands read it.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -39,14 +48,16 @@ pytestmark = pytest.mark.integration  # runs docker-compose (no engine)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+SECURE_COMPOSE_FILE = ROOT / "docker-compose.secure.yml"
+SECURITY_DIR = "/var/lib/tributary/security"  # the secure file's `security` volume
 TO_JSON = "import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)"
 
 
-def _compose_command() -> list[str]:
+def _compose_command(file: Path = COMPOSE_FILE) -> list[str]:
     exe = shutil.which("docker-compose")
     if exe is None:
         pytest.skip("docker-compose is not installed (make setup installs Debian's package)")
-    return [exe, "-f", str(COMPOSE_FILE)]
+    return [exe, "-f", str(file)]
 
 
 def _yaml_parser() -> list[str]:
@@ -64,13 +75,14 @@ def _yaml_parser() -> list[str]:
     pytest.skip("no interpreter with PyYAML to read docker-compose's output")
 
 
-@pytest.fixture(scope="module")
-def compose() -> dict:
-    command = _compose_command()
+@functools.cache
+def _normalized(file: Path) -> str:
+    """`docker-compose -f FILE config` as JSON (after `config -q` accepted the file)."""
+    command = _compose_command(file)
     check = subprocess.run(
         [*command, "config", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-    assert check.returncode == 0, f"docker-compose.yml is invalid:\n{check.stderr}"
+    assert check.returncode == 0, f"{file.name} is invalid:\n{check.stderr}"
     normalized = subprocess.run(
         [*command, "config"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     ).stdout
@@ -82,7 +94,81 @@ def compose() -> dict:
         timeout=60,
         check=True,
     )
-    return json.loads(parsed.stdout)
+    return parsed.stdout
+
+
+def _load(file: Path) -> dict:
+    return json.loads(_normalized(file))
+
+
+@pytest.fixture(scope="module")
+def pki_dir(tmp_path_factory) -> Path:
+    """What the secure file's `pki` service writes, made by its own command line (the
+    container path replaced by a temporary directory), against a real ZooKeeper."""
+    from tools.cluster.zookeeper import ZooKeeperServer
+
+    service = _load(SECURE_COMPOSE_FILE)["services"]["pki"]
+    out = tmp_path_factory.mktemp("pki") / "security"
+    zookeeper = ZooKeeperServer(out.parent / "zookeeper")
+    with zookeeper:
+        args = [
+            arg.replace(SECURITY_DIR, str(out)).replace("zookeeper:2181", zookeeper.connect_string)
+            for arg in service["command"]
+        ]
+        written = []
+        for _run in ("first start", "restart"):  # a restart keeps every file
+            result = subprocess.run(
+                [sys.executable, "-m", "tools", *args],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert result.returncode == 0, result.stdout + result.stderr
+            written.append({p.name: p.read_bytes() for p in out.iterdir()})
+        assert written[0] == written[1]
+        (out / "admin-credential").write_text(json.dumps(_admin_config(zookeeper.connect_string)))
+    return out
+
+
+def _admin_config(connect: str) -> dict[str, str]:
+    from broker.zookeeper.gateway import BrokerZkGateway
+    from tools.cluster.inspect import run_blocking, zookeeper_session
+
+    async def read() -> dict[str, str]:
+        async with zookeeper_session(connect, 10.0) as zk:
+            return (await BrokerZkGateway(zk).user_configs(["admin"]))["admin"]
+
+    return run_blocking(read)
+
+
+@pytest.fixture(scope="module")
+def secure_servers_here(pki_dir) -> dict:
+    """The secure file, its servers reading the files `pki_dir` holds."""
+    loaded = copy.deepcopy(_load(SECURE_COMPOSE_FILE))
+    for service in loaded["services"].values():
+        if service.get("command", [None])[0] in ("broker", "controller"):
+            service["command"] = [a.replace(SECURITY_DIR, str(pki_dir)) for a in service["command"]]
+    return loaded
+
+
+@pytest.fixture(scope="module", params=["plain", "secure"])
+def compose(request) -> dict:
+    """Each file, normalized (the secure one as `secure_servers_here`)."""
+    if request.param == "plain":
+        return _load(COMPOSE_FILE)
+    return request.getfixturevalue("secure_servers_here")
+
+
+@pytest.fixture(scope="module")
+def plain_compose() -> dict:
+    return _load(COMPOSE_FILE)
+
+
+@pytest.fixture(scope="module")
+def secure_compose(pki_dir) -> dict:
+    """The secure file as written (container paths)."""
+    return _load(SECURE_COMPOSE_FILE)
 
 
 def _launcher_defaults():
@@ -105,13 +191,13 @@ def _parsed_command(service: dict):
 
 def _broker_config(service: dict) -> BrokerConfig:
     args = _parsed_command(service)
-    assert args.config is None, "compose passes every setting with --override"
-    return BrokerConfig.load(None, parse_overrides(args.override))
+    # Every setting with --override; the secure file's secrets with --config (pki's file).
+    return BrokerConfig.load(args.config, parse_overrides(args.override))
 
 
 def _controller_config(service: dict) -> ControllerConfig:
     args = _parsed_command(service)
-    return ControllerConfig.load(None, parse_overrides(args.override))
+    return ControllerConfig.load(args.config, parse_overrides(args.override))
 
 
 def _published(service: dict) -> dict[int, int]:
@@ -146,7 +232,10 @@ def test_zookeeper_is_the_official_image_with_a_ruok_healthcheck(compose):
     assert zk["image"].startswith("zookeeper:3.8")
     assert "ruok" in zk["environment"]["ZOO_4LW_COMMANDS_WHITELIST"].split(",")
     assert "ruok" in " ".join(zk["healthcheck"]["test"])
-    assert _published(zk) == {2181: 2181}  # `cluster watch --zookeeper localhost:2181`
+    if "pki" in compose["services"]:
+        assert _published(zk) == {}  # secure: ZooKeeper (not secured) stays inside
+    else:
+        assert _published(zk) == {2181: 2181}  # `cluster watch --zookeeper localhost:2181`
 
 
 def test_every_server_waits_for_a_healthy_zookeeper_and_has_a_healthcheck(compose):
@@ -209,6 +298,84 @@ def test_controller_settings_are_the_launchers(compose):
         assert config.advertised_host == name
 
 
+# -- the secure variant ---------------------------------------------------------------
+def test_secure_every_listener_is_sasl_ssl_and_the_authorizer_is_on(secure_servers_here):
+    from tools.cluster import secure
+
+    compose = secure_servers_here
+    for name, service in _servers(compose, "broker").items():
+        config = _broker_config(service)
+        assert set(config.listeners) == {"INTERNAL", "EXTERNAL", "KAFKA"}, name
+        for listener, security in config.security.items():
+            assert security.protocol == "SASL_SSL", f"{name}: {listener}"
+            assert security.tls is not None, f"{name}: {listener} has no TLS settings"
+            assert "SCRAM-SHA-512" in security.sasl_mechanisms, f"{name}: {listener}"
+        assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+        assert config["allow.everyone.if.no.acl.found"] is False
+        assert config["super.users"] == secure.super_users()
+        assert config["sasl.mechanism.inter.broker.protocol"] == "PLAIN"
+        assert f'username="{secure.BROKER_USER}"' in config["sasl.jaas.config"]
+    for name, service in _servers(compose, "controller").items():
+        controller = _controller_config(service)
+        security = controller.listener_security()
+        assert security.protocol == "SASL_SSL" and security.tls is not None, name
+        assert controller.sasl_factory() is not None, name  # the brokers' PLAIN logins
+
+
+def test_secure_servers_read_the_security_volume_pki_fills_first(secure_compose):
+    services = secure_compose["services"]
+    assert "security" in secure_compose["volumes"]
+    pki = services["pki"]
+    assert _volume_at(pki, SECURITY_DIR) == "security"
+    assert f"--out={SECURITY_DIR}" in pki["command"]
+    assert pki["depends_on"]["zookeeper"]["condition"] == "service_healthy"
+    servers = {**_servers(secure_compose, "broker"), **_servers(secure_compose, "controller")}
+    assert len(servers) == 5
+    for name, service in servers.items():
+        assert service["depends_on"]["pki"]["condition"] == "service_completed_successfully"
+        mounts = [v for v in service["volumes"] if v.startswith("security:")]
+        assert mounts == [f"security:{SECURITY_DIR}:ro"], name
+        config = _parsed_command(service).config
+        role = "broker" if name.startswith("broker") else "controller"
+        assert config == f"{SECURITY_DIR}/{role}.properties", name
+    admin = services["admin"]
+    assert admin["profiles"] == ["tools"]
+    assert f"--command-config={SECURITY_DIR}/admin.properties" in admin["entrypoint"]
+    assert _volume_at(admin, SECURITY_DIR) == "security"
+
+
+def test_secure_pki_writes_private_files_a_certificate_for_every_service_and_the_admin(
+    secure_compose, pki_dir
+):
+    from cryptography import x509
+
+    from server_common.security import scram
+    from tools.cluster import secure
+
+    for name in ("broker.pem", "secrets.json", "admin.properties", "broker.properties"):
+        assert stat.S_IMODE((pki_dir / name).stat().st_mode) == 0o600, name
+    chain = (pki_dir / "broker.pem").read_bytes()
+    leaf = x509.load_pem_x509_certificates(chain[chain.index(b"-----BEGIN CERTIFICATE") :])[0]
+    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    hostnames = set(names.get_values_for_type(x509.DNSName))
+    servers = {**_servers(secure_compose, "broker"), **_servers(secure_compose, "controller")}
+    assert {"localhost", *servers} <= hostnames  # EXTERNAL/KAFKA from the host, the rest inside
+    admin = dict(
+        line.split("=", 1) for line in (pki_dir / "admin.properties").read_text().splitlines()
+    )
+    assert admin["security.protocol"] == "SASL_SSL"
+    assert admin["ssl.truststore.location"] == str(pki_dir / "ca.pem")
+    # The admin's credential in ZooKeeper matches the password the properties hold.
+    password = json.loads((pki_dir / "secrets.json").read_text())[secure.ADMIN_USER]
+    assert f'password="{password}"' in admin["sasl.jaas.config"]
+    stored = json.loads((pki_dir / "admin-credential").read_text())
+    credential = scram.credential_from_string(stored["SCRAM-SHA-512"])
+    expected = scram.from_password(
+        "SCRAM-SHA-512", password, credential.salt, credential.iterations
+    )
+    assert credential == expected
+
+
 def _volume_at(service: dict, path: str) -> str | None:
     for volume in service.get("volumes", []):
         source, target = volume.split(":")[:2]
@@ -217,7 +384,8 @@ def _volume_at(service: dict, path: str) -> str | None:
     return None
 
 
-def test_analytics_is_opt_in_and_reads_every_servers_volume_read_only(compose):
+def test_analytics_is_opt_in_and_reads_every_servers_volume_read_only(plain_compose):
+    compose = plain_compose
     analytics = compose["services"]["analytics"]
     assert analytics["profiles"] == ["analytics"]
     assert analytics["command"][:1] == ["analytics"]

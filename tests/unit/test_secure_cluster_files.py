@@ -1,6 +1,8 @@
 """`cluster up --secure`'s files and settings, without processes: the CA and certificate
-a TLS handshake accepts for 127.0.0.1, private files, stable secrets across restarts,
-and admin.properties chosen by the CLI only for a secure cluster directory."""
+a TLS handshake accepts for 127.0.0.1 (and the extra host names `cluster pki` asks for,
+no others), private files, stable secrets across restarts, the servers' properties
+files (`cluster pki`) loading as secure configs, and admin.properties chosen by the CLI
+only for a secure cluster directory."""
 
 from __future__ import annotations
 
@@ -9,14 +11,18 @@ import ssl
 import stat
 import threading
 
+import pytest
+
+from broker.config import BrokerConfig
+from controller.config import ControllerConfig
 from server_common.properties import read_properties
 from tools.cluster import secure
 from tools.cluster.state import ClusterState
 from tools.commands.common import security_options
 
 
-def test_the_certificate_passes_a_real_tls_handshake_for_127_0_0_1(tmp_path):
-    files = secure.prepare(tmp_path)
+def handshake(files: secure.SecureFiles, server_hostname: str) -> str:
+    """A real TLS handshake to a server with the keystore, checking `server_hostname`."""
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_context.load_cert_chain(files.keystore)
     client_context = ssl.create_default_context(cafile=str(files.ca_file))
@@ -25,17 +31,57 @@ def test_the_certificate_passes_a_real_tls_handshake_for_127_0_0_1(tmp_path):
 
     def serve() -> None:
         connection, _ = listener.accept()
-        with server_context.wrap_socket(connection, server_side=True) as tls:
-            tls.recv(1)
+        try:
+            with server_context.wrap_socket(connection, server_side=True) as tls:
+                tls.recv(1)
+        except ssl.SSLError:  # the client refused the certificate
+            connection.close()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    with socket.create_connection(("127.0.0.1", port)) as raw:
-        with client_context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-            assert tls.version() in ("TLSv1.2", "TLSv1.3")
-            tls.sendall(b"x")
-    thread.join(10)
-    listener.close()
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            with client_context.wrap_socket(raw, server_hostname=server_hostname) as tls:
+                version = tls.version() or ""
+                tls.sendall(b"x")
+    finally:
+        thread.join(10)
+        listener.close()
+    return version
+
+
+def test_the_certificate_passes_a_real_tls_handshake_for_127_0_0_1(tmp_path):
+    files = secure.prepare(tmp_path)
+    assert handshake(files, "127.0.0.1") in ("TLSv1.2", "TLSv1.3")
+
+
+def test_extra_hostnames_pass_the_handshake_others_do_not(tmp_path):
+    """`cluster pki --hostname broker-2`: the compose services' names."""
+    files = secure.prepare(tmp_path, ["broker-2", "controller-1"])
+    assert handshake(files, "broker-2") in ("TLSv1.2", "TLSv1.3")
+    assert handshake(files, "localhost") in ("TLSv1.2", "TLSv1.3")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(files, "broker-9")
+
+
+def test_server_properties_files_load_as_secure_broker_and_controller_configs(tmp_path):
+    files = secure.prepare(tmp_path)
+    broker_file, controller_file = secure.write_server_properties(files)
+    for path in (broker_file, controller_file):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600  # they hold the PLAIN passwords
+    broker = BrokerConfig.load(
+        broker_file,
+        {  # as docker-compose.secure.yml's command lines: the listeners and their map
+            "broker.id": "1",
+            "listeners": "INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "INTERNAL:SASL_SSL",
+        },
+    )
+    assert broker.security["INTERNAL"].protocol == "SASL_SSL"
+    assert broker.inter_broker_listener == "INTERNAL"
+    assert broker["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+    controller = ControllerConfig.load(controller_file, {"controller.id": "1001"})
+    assert controller.listener_security().protocol == "SASL_SSL"
 
 
 def test_secrets_and_keys_are_private_and_kept_across_prepares(tmp_path):

@@ -1,11 +1,12 @@
 """A local cluster's certificates: a CA of its own and one certificate for 127.0.0.1 and
-localhost that every broker and controller listener serves (`cluster up --secure`).
+localhost (and any more host names asked for: the compose services') that every broker
+and controller listener serves (`cluster up --secure`, `cluster pki`).
 
 How it works: `write_local_pki(directory)` makes, with the `cryptography` library, an EC
 P-256 CA and a leaf certificate signed by it (server and client auth, the SANs
-`localhost` and `127.0.0.1`), and writes them as the listeners and clients read PEM:
-`ca.pem` (the truststore) and `broker.pem` (the leaf's private key, then its chain;
-mode 0600). Files already there are kept, so a restarted cluster keeps its CA.
+`localhost`, `127.0.0.1` and the extra `hostnames`), and writes them as the listeners
+and clients read PEM: `ca.pem` (the truststore) and `broker.pem` (the leaf's private
+key, then its chain; mode 0600). Files already there are kept, so a restarted cluster keeps its CA.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 CA_FILE = "ca.pem"
@@ -28,8 +30,9 @@ def write_private_file(path: Path, data: bytes) -> None:
     os.chmod(path, 0o600)
 
 
-def write_local_pki(directory: Path) -> tuple[Path, Path]:
-    """(CA PEM, keystore PEM) in `directory`, made unless both exist."""
+def write_local_pki(directory: Path, hostnames: Sequence[str] = ()) -> tuple[Path, Path]:
+    """(CA PEM, keystore PEM) in `directory`, made unless both exist; the certificate is
+    for localhost, 127.0.0.1 and `hostnames` (DNS names)."""
     ca_path, keystore_path = directory / CA_FILE, directory / KEYSTORE_FILE
     if ca_path.exists() and keystore_path.exists():
         return ca_path, keystore_path
@@ -80,7 +83,11 @@ def write_local_pki(directory: Path) -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [
+                    x509.DNSName("localhost"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    *(x509.DNSName(h) for h in dict.fromkeys(hostnames) if h != "localhost"),
+                ]
             ),
             critical=False,
         )

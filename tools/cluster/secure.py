@@ -13,21 +13,27 @@ AclAuthorizer with `allow.everyone.if.no.acl.found=false` and `User:broker`,
 `User:controller` and `User:admin` as super users. `write_admin_credential` stores the
 admin's SCRAM-SHA-512 credential in /config/users before any broker starts.
 `default_command_config` is the properties file every `tributary` command uses by
-itself against a secure cluster directory.
+itself against a secure cluster directory. `write_server_properties` writes the brokers'
+and controllers' settings as files, for servers not started by the launcher
+(`tributary cluster pki`, docker-compose.secure.yml).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from server_common.properties import write_properties
 from tools.cluster.pki import write_local_pki, write_private_file
 from tools.cluster.state import ClusterState, cluster_dir
 
 SECRETS_FILE = "secrets.json"
 CLIENT_PROPERTIES = "admin.properties"
+BROKER_PROPERTIES = "broker.properties"
+CONTROLLER_PROPERTIES = "controller.properties"
 ADMIN_USER = "admin"
 BROKER_USER = "broker"
 CONTROLLER_USER = "controller"
@@ -59,10 +65,11 @@ def _load_or_make_passwords(path: Path) -> dict[str, str]:
     return passwords
 
 
-def prepare(directory: Path) -> SecureFiles:
-    """The CA, certificate, passwords and admin.properties in `directory` (kept if there)."""
+def prepare(directory: Path, hostnames: Sequence[str] = ()) -> SecureFiles:
+    """The CA, certificate (also for `hostnames`), passwords and admin.properties in
+    `directory` (kept if there)."""
     directory.mkdir(parents=True, exist_ok=True)
-    ca_file, keystore = write_local_pki(directory)
+    ca_file, keystore = write_local_pki(directory, hostnames)
     passwords = _load_or_make_passwords(directory / SECRETS_FILE)
     properties = directory / CLIENT_PROPERTIES
     write_private_file(
@@ -118,6 +125,19 @@ def controller_settings(files: SecureFiles) -> dict[str, str]:
         "ssl.keystore.location": str(files.keystore),
         "sasl.enabled.mechanisms": "PLAIN",
     }
+
+
+def write_server_properties(files: SecureFiles) -> tuple[Path, Path]:
+    """`broker.properties` and `controller.properties` (0600) beside the CA: the secure
+    settings of `broker_settings(files, internal=True)` and `controller_settings`, for
+    servers started with `--config` on them (docker-compose.secure.yml), whose own
+    `--override`s give their listeners and the protocol map for them (the file's map
+    names the launcher's listeners)."""
+    directory = files.ca_file.parent
+    broker, controller = directory / BROKER_PROPERTIES, directory / CONTROLLER_PROPERTIES
+    write_properties(broker, broker_settings(files, internal=True))
+    write_properties(controller, controller_settings(files))
+    return broker, controller
 
 
 async def write_admin_credential(zookeeper_connect: str, password: str) -> None:

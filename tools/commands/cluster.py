@@ -1,7 +1,8 @@
 """`tributary cluster ...`: run and poke a local cluster of real processes.
 
 up / status / down / kill / pause / resume / start / stop / logs (and watch). Every
-command acts on the pids recorded in the cluster directory's `cluster.json`.
+command acts on the pids recorded in the cluster directory's `cluster.json`. `pki`
+writes a secure cluster's files for servers the launcher does not start (compose).
 """
 
 from __future__ import annotations
@@ -85,6 +86,26 @@ def register(subparsers) -> None:
     logs.add_argument("--follow", "-f", action="store_true")
     logs.set_defaults(handler=_logs)
 
+    pki = sub.add_parser(
+        "pki",
+        help="write a secure cluster's CA, certificate, passwords and properties files "
+        "into a directory (docker-compose.secure.yml)",
+    )
+    pki.add_argument("--out", required=True, metavar="DIR", help="where to write them")
+    pki.add_argument(
+        "--hostname",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the certificate is also for, besides localhost (repeatable)",
+    )
+    pki.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT",
+        help="also store the admin user's SCRAM-SHA-512 credential in this ZooKeeper",
+    )
+    pki.set_defaults(handler=_pki)
+
     register_watch(sub)
 
 
@@ -134,6 +155,30 @@ def _up(args) -> int:
     if secure["secure"]:
         print(f"client properties: {secure['client_properties']} (SASL_SSL, user admin)")
         print(f"CA certificate: {secure['ca_file']}")
+    return 0
+
+
+def _pki(args) -> int:
+    """The files of `cluster up --secure` (kept if there), plus the servers' properties;
+    with --zookeeper, the admin's credential. Prints paths, never a password."""
+    from tools.cluster import secure
+    from tools.cluster.inspect import run_blocking
+
+    files = secure.prepare(Path(args.out).resolve(), args.hostname)
+    broker, controller = secure.write_server_properties(files)
+    for path in (files.ca_file, files.keystore, files.client_properties, broker, controller):
+        print(f"wrote {path}")
+    if args.zookeeper:
+        password = files.passwords[secure.ADMIN_USER]
+        try:
+            run_blocking(lambda: secure.write_admin_credential(args.zookeeper, password))
+        except (OSError, TimeoutError) as exc:
+            raise CliError(
+                f"cannot store the admin's credential in {args.zookeeper}: {exc}"
+            ) from None
+        print(
+            f"stored the SCRAM-SHA-512 credential of user {secure.ADMIN_USER} in {args.zookeeper}"
+        )
     return 0
 
 
