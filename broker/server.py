@@ -329,11 +329,19 @@ class BrokerServer:
         if self.acls is None:
             return None
         trusted = self.config["authorizer.inter.broker.listener.super.user"]
-        if not trusted and not self.acls.authorizer.is_super_user("User:ANONYMOUS"):
+        inter_broker = self.config.security[self.config.inter_broker_listener]
+        authenticated = inter_broker.uses_sasl or (
+            inter_broker.tls is not None and inter_broker.tls.client_auth == "required"
+        )
+        if (
+            not trusted
+            and not authenticated
+            and not self.acls.authorizer.is_super_user("User:ANONYMOUS")
+        ):
             log.warning(
                 "the authorizer is on but brokers and the controller do not authenticate "
-                "yet: their requests will be refused unless ACLs allow User:ANONYMOUS "
-                "ClusterAction on the cluster (or set "
+                "on the inter-broker listener: their requests will be refused unless ACLs "
+                "allow User:ANONYMOUS ClusterAction on the cluster (or set "
                 "authorizer.inter.broker.listener.super.user=true)"
             )
         denials = Denials(

@@ -70,8 +70,20 @@ def failover_cluster(secure_cluster):
 
 
 def test_leader_sigkill_failover_over_sasl_ssl(failover_cluster):
-    failover.test_sigkill_of_the_leader(failover_cluster)
+    failover.test_sigkill_of_the_leader(failover_cluster, after_s=3.0)
 
 
 def test_controller_sigkill_failover_over_sasl_ssl(failover_cluster):
-    failover.test_sigkill_of_the_active_controller(failover_cluster)
+    failover.test_sigkill_of_the_active_controller(failover_cluster, after_s=3.0)
+
+
+def test_no_inter_broker_login_was_refused(secure_cluster):
+    """Through every fault above, the brokers' fetchers and the controllers logged in
+    each time they (re)connected: no login of theirs was refused, and no broker warned
+    that brokers do not authenticate."""
+    for info in secure_cluster.state.processes:
+        if info.role == "zookeeper":
+            continue
+        log = open(info.log_path, errors="replace").read()
+        assert "SASL_AUTHENTICATION_FAILED" not in log, info.log_path
+        assert "do not authenticate" not in log, info.log_path
