@@ -8,7 +8,8 @@ The cells are the plaintext ones, called on this cluster (not copies): one of ea
 failure mode of the matrix (test_replication_matrix.py), the leader <-> follower link
 cut, and the SIGKILL failovers of the leader and of the active controller
 (test_failover.py). Each asserts what the plaintext one does: no acknowledged record
-lost, none read at another offset, the replicas identical.
+lost, none read at another offset, the replicas identical; the cells' summary table is
+this module's own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 
 from tests.chaos import test_failover as failover
 from tests.chaos import test_replication_matrix as matrix
-from tests.chaos.conftest import _start
+from tests.chaos.checker import Summary
+from tests.chaos.conftest import _start, record_summary
 from tests.integration.helpers import create_topic
 
 pytestmark = pytest.mark.integration
@@ -28,6 +30,21 @@ CELLS = [
     ("clean_bounce", "controller"),
     ("hard_bounce", "leader"),
 ]
+
+
+SUMMARY = Summary("replication matrix over SASL_SSL (acks=all, RF 3, min ISR 2)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _own_summary():
+    """The matrix cells record their rows in this module's table, not the plaintext one."""
+    saved, matrix.SUMMARY = matrix.SUMMARY, SUMMARY
+    try:
+        yield
+    finally:
+        matrix.SUMMARY = saved
+        if SUMMARY.rows:
+            record_summary(SUMMARY)
 
 
 @pytest.fixture(scope="module")
