@@ -6,7 +6,9 @@ JAAS config's `user_<name>="<password>"` options (Kafka's PlainLoginModule on a 
 SCRAM's come from /config/users (the credential cache). `own_credentials()` is the
 username and password the broker itself logs in with to the inter-broker listener (the
 `username`/`password` options, as Kafka's brokers take them); `inter_broker_security()`
-is the client side of that: how the broker connects to the others.
+is the client side of that: how the broker connects to the others;
+`inter_broker_authenticates()` says whether brokers and the controller prove who they are
+there (else, with the authorizer on, the broker warns at start).
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def own_credentials(security: ListenerSecurity, mechanism: str) -> tuple[str, st
     if "username" in options and "password" in options:
         return options["username"], options["password"]
     return None
+
+
+def inter_broker_authenticates(config: BrokerConfig) -> bool:
+    """Whether brokers and the controller prove who they are on the inter-broker
+    listener (SASL, or TLS with `ssl.client.auth=required`)."""
+    security = config.security[config.inter_broker_listener]
+    mtls = security.tls is not None and security.tls.client_auth == "required"
+    return security.uses_sasl or mtls
 
 
 def inter_broker_security(config: BrokerConfig) -> SecurityConfig | None:

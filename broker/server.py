@@ -74,7 +74,7 @@ from broker.handlers.topics import TopicDefaults
 from broker.kafka import versions as kafka_versions
 from broker.kafka.dispatcher import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
-from broker.listener_sasl import inter_broker_security, sasl_factory
+from broker.listener_sasl import inter_broker_authenticates, inter_broker_security, sasl_factory
 from broker.tasks.background import BackgroundTasks, Intervals
 from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
@@ -329,11 +329,12 @@ class BrokerServer:
         if self.acls is None:
             return None
         trusted = self.config["authorizer.inter.broker.listener.super.user"]
-        if not trusted and not self.acls.authorizer.is_super_user("User:ANONYMOUS"):
+        anonymous = self.acls.authorizer.is_super_user("User:ANONYMOUS")
+        if not (trusted or anonymous or inter_broker_authenticates(self.config)):
             log.warning(
                 "the authorizer is on but brokers and the controller do not authenticate "
-                "yet: their requests will be refused unless ACLs allow User:ANONYMOUS "
-                "ClusterAction on the cluster (or set "
+                "on the inter-broker listener: their requests will be refused unless ACLs "
+                "allow User:ANONYMOUS ClusterAction on the cluster (or set "
                 "authorizer.inter.broker.listener.super.user=true)"
             )
         denials = Denials(

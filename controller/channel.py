@@ -6,7 +6,10 @@ requests in order and sends each one, waiting for its answer before the next (br
 must apply controller requests in the order they were decided). A connection failure or
 timeout closes the connection; the sender waits a short, growing back-off, reconnects
 and sends the same request again, until it succeeds or the broker is removed
-(`remove_broker`, on broker death or bounce, cancels the task and drops its queue).
+(`remove_broker`, on broker death or bounce, cancels the task and drops its queue). A
+refused login or TLS handshake is retried the same way (with a warning): Kafka's
+RequestSendThread retries whatever failed, and dropping a LeaderAndIsr because a
+broker's listener refused the controller once would leave that broker behind for good.
 
 Answers are checked: a request-level error or a partition error is logged (partition
 errors that only mean "you told me that already" at debug level), then handed to the
@@ -27,6 +30,7 @@ import trio
 
 from client.connection import BrokerConnection, BrokerConnectionError, Connector
 from client.protocol.errors import ErrorCode, TributaryError
+from client.security.secure_connector import AuthenticationFailedError
 from controller.core.context import BrokerInfo
 
 log = logging.getLogger(__name__)
@@ -165,8 +169,9 @@ class ControllerChannelManager:
                         connector=self._connector,
                     )
                 return await connection.request(item.request, timeout_s=self._timeout_s), connection
-            except BrokerConnectionError as exc:
-                log.info(
+            except (BrokerConnectionError, AuthenticationFailedError) as exc:
+                refused = isinstance(exc, AuthenticationFailedError)
+                (log.warning if refused else log.info)(
                     "sending %s to broker %d failed (%s); retrying in %.2fs",
                     type(item.request).__name__,
                     broker.broker_id,

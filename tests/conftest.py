@@ -93,6 +93,7 @@ EXPECTED_SECONDS = {
     "tests/chaos/test_randomized.py": 120,
     "tests/chaos/test_replication_matrix.py": 90,
     "tests/chaos/test_failover.py": 70,
+    "tests/chaos/test_secure_replication.py": 100,
     "tests/integration/test_client_resilience_cli.py": 70,
     "tests/integration/test_operator_admin.py": 70,
     "tests/integration/test_kafka_idempotence.py": 55,

@@ -18,8 +18,10 @@ followers and the controller's channel), so this is the one place security happe
 
 Failures: a refused login, an unsupported mechanism or a TLS handshake the broker's
 certificate (or ours) fails raise `AuthenticationFailedError`, which is not retriable
-(Kafka's AuthenticationException); a connection that breaks meanwhile is the
-connector's usual OSError (the caller's `BrokerUnavailableError`).
+(Kafka's AuthenticationException); a connection that breaks meanwhile, the peer closing
+in the middle of the TLS handshake included (a broker shutting down, a proxy whose
+upstream is gone: Kafka's SslTransportLayer counts that EOF as a disconnection too), is
+the connector's usual OSError (the caller's `BrokerUnavailableError`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from client.security.sasl_client import SUPPORTED_MECHANISMS, SaslClient, SaslCl
 Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The peer closed the connection during the handshake: a broken connection, not a refusal.
+_CLOSED_MIDWAY = (ssl.SSLEOFError, ssl.SSLZeroReturnError)
 # Most bytes of one answer read during the exchange (a SCRAM challenge is ~200).
 MAX_EXCHANGE_FRAME = 64 * 1024
 
@@ -209,7 +213,7 @@ async def _start_tls(
         await tls.do_handshake()
     except trio.BrokenResourceError as exc:
         cause = exc.__cause__
-        if isinstance(cause, ssl.SSLError):
+        if isinstance(cause, ssl.SSLError) and not isinstance(cause, _CLOSED_MIDWAY):
             raise AuthenticationFailedError(
                 f"TLS handshake with {host}:{port} failed: {cause}"
             ) from None

@@ -9,6 +9,13 @@ controller find brokers through their registration, so they go through the proxy
 clients bootstrap from PLAINTEXT and are answered with PLAINTEXT endpoints, so they do
 not. Ports stay the same across restarts (a restarted broker gets the same config).
 
+`ChaosCluster(..., secure=True)` makes every listener SASL_SSL, REPLICATION included
+(the proxy relays TCP, so TLS and SASL pass through it unchanged; it listens on
+127.0.0.1, a name the cluster's certificate carries; it tells the links apart by the
+connecting process, `socket_owner.py`). The chaos clients then log in as the cluster's
+`admin` user: `command_config` is its properties file for the verifiable tools (the
+library's clients get theirs from tests/integration/helpers.py's `admin_security`).
+
 `restore()` brings the cluster back to full health between faults: heals every link,
 resumes paused processes, starts stopped ones, waits until every partition has a leader
 and a full ISR. `replica_logs()` reads each replica's segment files from disk (for the
@@ -23,7 +30,9 @@ import time
 from pathlib import Path
 
 from client.protocol.records import RecordError, decode_records, iter_batches, validate_batch
-from tests.chaos.link_proxy import LinkProxy
+from tests.chaos.link_proxy import CONTROLLER, LinkProxy
+from tests.chaos.socket_owner import connecting_process
+from tests.integration.helpers import admin_properties
 from tools.cluster.inspect import read_cluster
 from tools.cluster.launcher import LocalCluster, _pid_state
 from tools.cluster.state import ProcessInfo, process_alive
@@ -68,13 +77,15 @@ class ChaosCluster(LocalCluster):
         self.proxy = proxy
         self.replication_ports: dict[int, tuple[int, int]] = {}  # id -> (listener, proxy)
         self.env: dict[str, str] = {}  # extra environment for broker processes
+        if self.secure:  # TLS hides the client ids the proxy reads: look the process up
+            proxy.identify = self._source_of_connection
 
     def _write_config(self, info: ProcessInfo) -> None:
         if info.role != "broker":
             super()._write_config(info)
             return
         if info.id not in self.replication_ports:
-            port = free_port()
+            port = self._free_replication_port()
             self.replication_ports[info.id] = (port, self.proxy.add_route(info.id, port))
         port, proxy_port = self.replication_ports[info.id]
         saved = self.broker_overrides
@@ -86,10 +97,25 @@ class ChaosCluster(LocalCluster):
             "inter.broker.listener.name": "REPLICATION",
             "listener.wire.protocol.map": "KAFKA:kafka",
         }
+        if self.secure:
+            self.broker_overrides["listener.security.protocol.map"] = (
+                "PLAINTEXT:SASL_SSL,KAFKA:SASL_SSL,REPLICATION:SASL_SSL"
+            )
         try:
             super()._write_config(info)
         finally:
             self.broker_overrides = saved
+
+    def _free_replication_port(self) -> int:
+        """A free port no process of the cluster was given (a broker whose config was
+        just written may not listen on its ports yet, so free_port alone could repeat)."""
+        assert self.state is not None
+        given = {p for _, pair in self.replication_ports.items() for p in pair}
+        for info in self.state.processes:
+            given.update(p for p in (info.port, info.kafka_port, info.metrics_port) if p)
+        while (port := free_port()) in given:
+            pass
+        return port
 
     def _start_process(self, info: ProcessInfo) -> None:
         if info.role != "broker" or not self.env:
@@ -105,6 +131,23 @@ class ChaosCluster(LocalCluster):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+    def _source_of_connection(self, client_port: int, proxy_port: int) -> int | str | None:
+        """The broker id (or "controller") whose process opened this proxied connection."""
+        if self.state is None:
+            return None
+        owners = {p.pid: p for p in self.state.processes if p.pid and p.role != "zookeeper"}
+        pid = connecting_process(client_port, proxy_port, owners)
+        if pid is None:
+            return None
+        info = owners[pid]
+        return info.id if info.role == "broker" else CONTROLLER
+
+    # -- clients ---------------------------------------------------------------------
+    @property
+    def command_config(self) -> str | None:
+        """`--command-config` for the tools: the admin's properties (None: plaintext)."""
+        return admin_properties(self)
 
     # -- queries ---------------------------------------------------------------------
     def view(self):

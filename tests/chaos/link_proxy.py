@@ -15,6 +15,11 @@ the peer waits out its socket timeout). `cut(a, b)` also silences the link's ope
 connections at once; `heal(a, b)` closes every held connection of the link, so the
 peers reconnect afresh. Connections from the controller are never cut.
 
+Over TLS (a secure chaos cluster) the first frame is a TLS handshake, which names no
+client: then `identify(client_port, proxy_port)`, if set, says where the connection comes
+from (a broker id or "controller"; the chaos cluster looks the connecting process up
+in /proc, `socket_owner.py`), and the bytes are piped through untouched.
+
 The proxy runs its own Trio loop in a daemon thread (`start()` / `close()`); the test's
 thread calls `add_route`, `cut`, `heal` and `heal_all` through `trio.from_thread`.
 """
@@ -74,6 +79,8 @@ class LinkProxy:
         self.held_connections = 0
         self._error: BaseException | None = None
         self.errors: list[str] = []  # connections that failed inside the proxy
+        # (client port, proxy port) -> source, for connections whose first frame names none.
+        self.identify: Callable[[int, int], int | str | None] | None = None
 
     # -- the test's side ------------------------------------------------------------
     def start(self) -> LinkProxy:
@@ -167,6 +174,9 @@ class LinkProxy:
                 return
             link = None
             source = source_of(_client_id(first))
+            if source is None and self.identify is not None:
+                client_port = client.socket.getpeername()[1]
+                source = self.identify(client_port, client.socket.getsockname()[1])
             if isinstance(source, int) and source != target:
                 link = _link(source, target)
             conn = _Conn(link)

@@ -11,6 +11,7 @@ every acknowledged value (or stops making progress), stops it, reads the healed 
 from the beginning with a fresh consumer (the audit: what is there now), reads every
 replica from disk and returns the `Verdict`. `idempotent` is passed to the producer as
 `--enable-idempotence` / `--no-enable-idempotence` (None: the producer's default).
+Against a secure cluster every tool logs in as its admin (`cluster.command_config`).
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def run_with_faults(
     run = next(_runs)
     bootstrap = cluster.state.bootstrap_servers
     window = FaultWindow()
-    consumer = VerifiableConsumer(bootstrap, topic, log_dir / f"consumer-{run}.log")
+    consumer = VerifiableConsumer(
+        bootstrap, topic, log_dir / f"consumer-{run}.log", command_config=cluster.command_config
+    )
     producer = None
     try:
         consumer.wait_for("partitions_assigned", 60)
@@ -98,6 +101,7 @@ def run_with_faults(
             log_dir / f"producer-{run}.log",
             throughput=throughput,
             idempotent=idempotent,
+            command_config=cluster.command_config,
         )
         producer.wait_for("startup_complete", 60)
         time.sleep(before_s)
@@ -134,7 +138,9 @@ def run_with_faults(
 def read_everything(cluster, topic: str, expected, log_path: Path):
     """A fresh verifiable consumer reading the healed log from the beginning, until it
     has every expected value or reads nothing new for 10 s."""
-    audit = VerifiableConsumer(cluster.state.bootstrap_servers, topic, log_path)
+    audit = VerifiableConsumer(
+        cluster.state.bootstrap_servers, topic, log_path, command_config=cluster.command_config
+    )
     try:
         audit.wait_for("partitions_assigned", 60)
         audit.wait_for_values(list(expected), 60 + len(expected) / 1000, idle_s=10)

@@ -1,7 +1,8 @@
 """Failover with real processes (issue: Controller): ZooKeeper, 2 controllers, 3 brokers,
 a topic with RF 3 and min.insync.replicas=2, and an acks=all producer running
 throughout. Each fault must lose no acknowledged record, and consumption must go on
-(records acknowledged after the fault are read back)."""
+(records acknowledged after the fault are read back). The SIGKILL failovers are also run
+over SASL_SSL by test_secure_replication.py (with a shorter `after_s`)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def wait_full_isr(cluster, timeout_s=30):
     wait_until(full, timeout_s, 0.25)
 
 
-def test_sigkill_of_the_leader(cluster):
+def test_sigkill_of_the_leader(cluster, after_s: float = 6.0):
     leader = partition_state(cluster, TOPIC, 0).leader
 
     def fault():
@@ -55,7 +56,7 @@ def test_sigkill_of_the_leader(cluster):
         # The controller notices when the session expires and elects from the ISR.
         wait_until(lambda: partition_state(cluster, TOPIC, 0).leader not in (leader, -1), 30)
 
-    outcome = run_under_fault(cluster, TOPIC, PARTITIONS, fault)
+    outcome = run_under_fault(cluster, TOPIC, PARTITIONS, fault, after_s=after_s)
     assert_nothing_lost(outcome)
     new = partition_state(cluster, TOPIC, 0)
     assert new.leader != leader and leader not in new.isr
@@ -79,7 +80,7 @@ def test_controlled_shutdown_with_sigterm(cluster):
     wait_full_isr(cluster)
 
 
-def test_sigkill_of_the_active_controller(cluster):
+def test_sigkill_of_the_active_controller(cluster, after_s: float = 6.0):
     view = read_cluster(cluster.state.zookeeper_connect)
     active, epoch = view.controller_id, view.controller_epoch
     leader = partition_state(cluster, TOPIC, 0).leader
@@ -96,7 +97,7 @@ def test_sigkill_of_the_active_controller(cluster):
         cluster.kill(f"broker-{leader}", signal.SIGKILL)
         wait_until(lambda: partition_state(cluster, TOPIC, 0).leader not in (leader, -1), 30)
 
-    outcome = run_under_fault(cluster, TOPIC, PARTITIONS, fault)
+    outcome = run_under_fault(cluster, TOPIC, PARTITIONS, fault, after_s=after_s)
     assert_nothing_lost(outcome)
     cluster.start(f"broker-{leader}")
     wait_full_isr(cluster)

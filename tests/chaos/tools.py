@@ -7,7 +7,8 @@ bound), so every path ends with the process gone, by its pid.
 
 `VerifiableProducer` keeps, per value, where it was acknowledged and how long it took;
 `VerifiableConsumer` (always `--verbose`) keeps every record it read. The checker
-(tests/chaos/checker.py) compares the two.
+(tests/chaos/checker.py) compares the two. `command_config` (a Kafka client properties
+file) is passed as `--command-config`: how they log in to a secure cluster.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ class VerifiableProducer(ToolProcess):
         request_timeout_ms: int = 10_000,
         delivery_timeout_ms: int = 60_000,
         linger_ms: int = 5,
+        command_config: str | None = None,
     ):
         self.acked: dict[str, tuple[int, int]] = {}  # value -> (partition, offset)
         self.ack_times: dict[str, float] = {}  # value -> wall-clock time of its ack
@@ -162,6 +164,8 @@ class VerifiableProducer(ToolProcess):
             args += ["--value-prefix", str(value_prefix)]
         if idempotent is not None:
             args.append("--enable-idempotence" if idempotent else "--no-enable-idempotence")
+        if command_config is not None:
+            args += ["--command-config", command_config]
         super().__init__(args, log_path)
 
     def handle(self, event: dict) -> None:
@@ -179,13 +183,23 @@ class VerifiableProducer(ToolProcess):
 
 
 class VerifiableConsumer(ToolProcess):
-    def __init__(self, bootstrap: str, topic: str, log_path: Path, *, group_id: str | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        log_path: Path,
+        *,
+        group_id: str | None = None,
+        command_config: str | None = None,
+    ):
         self.records: list[tuple[int, int, str]] = []  # (partition, offset, value)
         self.values: set[str] = set()
         args = ["verifiable-consumer", "--bootstrap-server", bootstrap, "--topic", topic]
         args += ["--verbose", "--session-timeout", "6000"]
         if group_id is not None:
             args += ["--group-id", group_id]
+        if command_config is not None:
+            args += ["--command-config", command_config]
         super().__init__(args, log_path)
 
     def handle(self, event: dict) -> None:

@@ -4,7 +4,8 @@
 before, during and after `fault()` (a blocking callable run in a worker thread), then
 reads every partition from the beginning and returns what was acknowledged and what the
 log holds, so tests assert: every acknowledged record is at its acknowledged offset,
-and records produced after the fault were consumed (consumption resumed).
+and records produced after the fault were consumed (consumption resumed). Against a
+secure cluster both clients log in as its `admin` user.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import trio
 from client.consumer import open_consumer
 from client.producer import open_producer
 from client.protocol.types import TopicPartition
+from tests.integration.helpers import admin_security
 
 
 @dataclass
@@ -54,8 +56,10 @@ async def _await_ack(handle, seq, outcome: Outcome, fault_done: trio.Event):
         outcome.acked_after_fault += 1
 
 
-async def _read_everything(bootstrap: str, topic: str, partitions: int, outcome: Outcome):
-    async with open_consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+async def _read_everything(
+    bootstrap: str, topic: str, partitions: int, outcome: Outcome, security: dict
+):
+    async with open_consumer(bootstrap, auto_offset_reset="earliest", **security) as consumer:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning(tps)
@@ -78,6 +82,7 @@ def run_under_fault(
 ) -> Outcome:
     outcome = Outcome()
     bootstrap = cluster.state.bootstrap_servers
+    security = admin_security(cluster)
 
     async def main():
         stop, fault_done = trio.Event(), trio.Event()
@@ -88,6 +93,7 @@ def run_under_fault(
             request_timeout_ms=5_000,
             delivery_timeout_ms=60_000,
             retry_backoff_ms=100,
+            **security,
         ) as producer:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_produce, producer, topic, outcome, stop, fault_done, rate_hz)
@@ -96,7 +102,7 @@ def run_under_fault(
                 fault_done.set()
                 await trio.sleep(after_s)
                 stop.set()
-        await _read_everything(bootstrap, topic, partitions, outcome)
+        await _read_everything(bootstrap, topic, partitions, outcome, security)
 
     trio.run(main)
     return outcome

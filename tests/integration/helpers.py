@@ -1,5 +1,6 @@
 """Small, explicit helpers for real-process tests: raw protocol calls (so a test sees the
-exact error codes), ZooKeeper reads, and polling with a deadline."""
+exact error codes), ZooKeeper reads, and polling with a deadline. Against a secure
+cluster (`LocalCluster(secure=True)`) the calls log in as its `admin` user."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from client.connection import open_connection
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.records import Record, build_batch
+from client.security.secure_connector import with_security
 from tools.cluster.inspect import read_cluster
 from tools.cluster.launcher import LocalCluster
 
@@ -28,6 +30,25 @@ def wait_until(predicate: Callable[[], object], timeout_s: float, interval_s: fl
         time.sleep(interval_s)
 
 
+def admin_properties(cluster: LocalCluster) -> str | None:
+    """The cluster's `admin.properties` (SCRAM-SHA-512 over SASL_SSL) if it is a secure
+    one, else None."""
+    if cluster.state is None or not cluster.state.settings.get("secure"):
+        return None
+    return str(cluster.directory / "admin.properties")
+
+
+def admin_security(cluster: LocalCluster) -> dict:
+    """The client library's security keyword arguments for the cluster's `admin` user
+    ({} for a plaintext cluster)."""
+    path = admin_properties(cluster)
+    if path is None:
+        return {}
+    from tools.commands.common import security_options
+
+    return security_options(path)
+
+
 def partition_state(cluster: LocalCluster, topic: str, partition: int):
     return read_cluster(cluster.state.zookeeper_connect).partition(topic, partition)
 
@@ -39,7 +60,8 @@ def broker_port(cluster: LocalCluster, broker_id: int) -> int:
 def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **config) -> None:
     async def go():
         port = cluster.state.brokers()[0].port
-        async with open_connection("127.0.0.1", port) as conn:
+        connector = with_security(None, admin_security(cluster))
+        async with open_connection("127.0.0.1", port, connector=connector) as conn:
             response = await conn.request(
                 m.CreateTopicsRequest(
                     topics=[

@@ -1,4 +1,5 @@
-"""Request sending to brokers: in order, retried until answered, dropped on removal."""
+"""Request sending to brokers: in order, retried until answered (a refused login too),
+dropped on removal."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import trio.testing
 
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.security.secure_connector import SecurityConfig, secure_connector
 from controller.channel import ControllerChannelManager
 from controller.core.context import BrokerInfo
 from server_common.network import serve_connection
+from server_common.security.authenticator import Authenticator
+from server_common.security.credential_cache import ScramCredentialCache
+from server_common.security.sasl import SaslServerFactory
+from server_common.security.sasl_gate import SaslGate
 
 
 def metadata(marker: int) -> m.UpdateMetadataRequest:
@@ -81,3 +87,48 @@ async def test_removing_a_broker_drops_its_queue(nursery):
     assert results == [None, None]  # the one being delivered and the queued one
     assert channel.send(5, metadata(3), results.append) is False
     assert results == [None, None, None]
+
+
+async def test_a_refused_login_is_retried_until_the_broker_accepts_it(nursery):
+    """A broker's SASL listener (the real gate and PLAIN) refuses the controller's login
+    until its user is added: the request is not dropped, it goes through afterwards."""
+    users: dict[str, str] = {}
+    attempts: list[int] = []
+
+    async def handle(header, request):
+        return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
+
+    async def serve(stream):
+        attempts.append(1)
+        if len(attempts) == 2:
+            users["controller"] = "secret"  # the first login was refused, this one is not
+        factory = SaslServerFactory(["PLAIN"], users, ScramCredentialCache())
+        gate = SaslGate(handle, Authenticator(factory, failed_delay_ms=1))
+        await serve_connection(stream, gate, max_frame_bytes=1 << 20, max_queued=4)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, serve, listeners)
+    security = SecurityConfig(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="controller",
+        sasl_plain_password="secret",
+    )
+    channel = ControllerChannelManager(
+        nursery, controller_id=1, request_timeout_s=5, connector=secure_connector(security)
+    )
+    port = listeners[0].socket.getsockname()[1]
+    channel.add_broker(BrokerInfo(5, "127.0.0.1", port, epoch=1))
+    answered = trio.Event()
+    responses = []
+
+    def on_response(response):
+        responses.append(response)
+        answered.set()
+
+    channel.send(5, metadata(1), on_response)
+    with trio.fail_after(10):
+        await answered.wait()
+    assert responses[0] is not None and responses[0].error_code == ErrorCode.NONE
+    assert len(attempts) == 2
+    channel.close()

@@ -4,6 +4,8 @@ broker's real gate and mechanisms over in-memory streams."""
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 import trio
 import trio.testing
@@ -122,3 +124,44 @@ async def test_a_refused_login_is_a_non_retriable_error(mechanism, password, mes
         await _exchange(mechanism, "bob", password)
     assert caught.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert not caught.value.retriable and password not in str(caught.value)
+
+
+async def _tls_connect_to(answer: bytes) -> None:
+    """A TLS connect to a real TCP listener that sends `answer` and closes at once."""
+
+    async def serve(stream: trio.SocketStream) -> None:
+        async with stream:
+            if answer:
+                await stream.send_all(answer)
+
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        nursery.start_soon(trio.serve_listeners, serve, listeners)
+        connect = secure_connector(
+            SecurityConfig(security_protocol="SSL", ssl_context=ssl.create_default_context())
+        )
+        error: Exception | None = None
+        try:
+            with trio.fail_after(10):
+                stream = await connect("127.0.0.1", port)
+            await stream.aclose()
+        except Exception as exc:  # raised outside the nursery, not in a group
+            error = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if error is not None:
+        raise error
+
+
+async def test_a_peer_closing_during_the_tls_handshake_is_a_broken_connection():
+    """A broker shutting down (or a proxy whose upstream is gone) closes the connection
+    mid-handshake: a retriable OSError, as Kafka counts that EOF, not a refused login
+    that would make the controller or a client give up."""
+    with pytest.raises(OSError, match="broke"):
+        await _tls_connect_to(b"")
+
+
+async def test_a_peer_that_does_not_speak_tls_is_an_authentication_failure():
+    with pytest.raises(AuthenticationFailedError, match="TLS handshake"):
+        await _tls_connect_to(b"HTTP/1.0 400 Bad Request\r\n\r\n" * 4)
