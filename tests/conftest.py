@@ -91,7 +91,7 @@ def kazoo_client(zk_connect):
 # only the order in which groups start depends on these, never a result.
 EXPECTED_SECONDS = {
     "tests/chaos/test_randomized.py": 120,
-    "tests/chaos/test_replication_matrix.py": 90,
+    "tests/chaos/test_replication_matrix.py": 60,
     "tests/chaos/test_failover.py": 70,
     "tests/chaos/test_secure_replication.py": 100,
     "tests/integration/test_client_resilience_cli.py": 70,

@@ -10,6 +10,10 @@ A shutdown stops the process and leaves it stopped while traffic goes on; a boun
 it and starts it again at once. Clean is SIGTERM (a broker's controlled shutdown), hard
 is SIGKILL. One more cell cuts the link between the leader and a follower through the
 link proxy (a network partition between two brokers).
+
+`make test` runs each of the eight cells once: the four of `OVER_SASL_SSL` on the secure
+chaos cluster (test_secure_replication.py, every listener SASL_SSL), the other four here;
+`make chaos` (the long form) runs all eight here too.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import signal
 import pytest
 
 from tests.chaos.checker import Summary
-from tests.chaos.conftest import record_summary
+from tests.chaos.conftest import CHAOS_MINUTES, record_summary
 from tests.chaos.scenario import make_topic, run_with_faults, wait_for_leaders
 from tests.integration.helpers import wait_until
 
@@ -28,6 +32,19 @@ pytestmark = pytest.mark.integration
 FAILURE_MODES = ["clean_shutdown", "hard_shutdown", "clean_bounce", "hard_bounce"]
 TARGETS = ["leader", "controller"]
 SUMMARY = Summary("replication matrix (acks=all, RF 3, min ISR 2)")
+# One cell of each failure mode, run over SASL_SSL by test_secure_replication.py.
+OVER_SASL_SSL = [
+    ("clean_shutdown", "leader"),
+    ("hard_shutdown", "controller"),
+    ("clean_bounce", "controller"),
+    ("hard_bounce", "leader"),
+]
+PLAINTEXT_CELLS = [
+    (mode, target)
+    for mode in FAILURE_MODES
+    for target in TARGETS
+    if CHAOS_MINUTES > 0 or (mode, target) not in OVER_SASL_SSL
+]
 
 
 def target_process(cluster, topic: str, target: str) -> str:
@@ -52,8 +69,7 @@ def _print_summary():
         record_summary(SUMMARY)
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("mode", FAILURE_MODES)
+@pytest.mark.parametrize(("mode", "target"), PLAINTEXT_CELLS)
 def test_replication_matrix_cell(shared_chaos_cluster, mode, target):
     cluster = shared_chaos_cluster
     topic = make_topic(cluster, f"matrix-{mode}-{target}")

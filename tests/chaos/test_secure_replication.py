@@ -5,7 +5,8 @@ other with PLAIN, the chaos clients as `admin` with SCRAM-SHA-512), the replicat
 link between brokers running through the link proxy with TLS end to end.
 
 The cells are the plaintext ones, called on this cluster (not copies): one of each
-failure mode of the matrix (test_replication_matrix.py), the leader <-> follower link
+failure mode of the matrix (test_replication_matrix.py's `OVER_SASL_SSL`, which the
+plaintext module leaves to this one in `make test`), the leader <-> follower link
 cut, and the SIGKILL failovers of the leader and of the active controller
 (test_failover.py). Each asserts what the plaintext one does: no acknowledged record
 lost, none read at another offset, the replicas identical; the cells' summary table is
@@ -23,13 +24,6 @@ from tests.chaos.conftest import _start, record_summary
 from tests.integration.helpers import create_topic
 
 pytestmark = pytest.mark.integration
-
-CELLS = [
-    ("clean_shutdown", "leader"),
-    ("hard_shutdown", "controller"),
-    ("clean_bounce", "controller"),
-    ("hard_bounce", "leader"),
-]
 
 
 SUMMARY = Summary("replication matrix over SASL_SSL (acks=all, RF 3, min ISR 2)")
@@ -67,7 +61,7 @@ def test_every_listener_is_sasl_ssl_and_replication_goes_through_the_proxy(secur
     assert cluster.partition(topic, 0).isr
 
 
-@pytest.mark.parametrize(("mode", "target"), CELLS)
+@pytest.mark.parametrize(("mode", "target"), matrix.OVER_SASL_SSL)
 def test_matrix_cell_over_sasl_ssl(secure_cluster, mode, target):
     matrix.test_replication_matrix_cell(secure_cluster, mode, target)
 
