@@ -177,14 +177,23 @@ def _native_handshake(sock: ssl.SSLSocket, mechanism: str) -> m.SaslHandshakeRes
 # -- a request before authentication -------------------------------------------------------
 
 
-def test_kafka_requests_before_authentication_close_the_connection(target):
-    """ApiVersions is served before the handshake (clients ask it first); Metadata is not:
-    Kafka's "Unexpected Kafka request of type METADATA during SASL handshake" closes."""
+@pytest.mark.parametrize(
+    "then",
+    [
+        pytest.param(kafka_request(METADATA, 1, 2, struct.pack(">i", -1)), id="Metadata"),
+        pytest.param(kafka_request(API_VERSIONS, 0, 2, b""), id="a second ApiVersions"),
+    ],
+)
+def test_kafka_requests_before_authentication_close_the_connection(target, then):
+    """One ApiVersions is served before the handshake (clients ask it first); anything
+    else closes: Kafka's "Unexpected Kafka request of type METADATA during SASL
+    handshake", "Unexpected ApiVersions request received during SASL authentication
+    state HANDSHAKE_REQUEST"."""
     with tls_socket(target.kafka, target.cafile) as sock:
         sock.sendall(kafka_request(API_VERSIONS, 0, 1, b""))
         frame = read_frame(sock)
         assert frame is not None and struct.unpack(">ih", frame[:6]) == (1, 0)
-        sock.sendall(kafka_request(METADATA, 1, 2, struct.pack(">i", -1)))
+        sock.sendall(then)
         assert closed_without_answer(sock)
     with tls_socket(target.kafka, target.cafile) as sock:  # a token before the handshake
         sock.sendall(kafka_request(SASL_AUTHENTICATE, 1, 1, authenticate_body(b"\0a\0b")))
@@ -460,7 +469,11 @@ def test_a_thousand_failed_logins_from_one_address_are_each_refused_and_counted(
     counted, events = _failed_authentications(target), _failure_events(target)
     outcomes = trio.run(
         lambda: failed_login_storm(
-            target.native, target.kafka, target.cafile, "broker", count=1000, concurrency=50
+            [("native", target.native), ("kafka", target.kafka)],
+            target.cafile,
+            "broker",
+            count=1000,
+            concurrency=50,
         )
     )
     print(f"\n[1000 failed logins] outcomes: {outcomes}")

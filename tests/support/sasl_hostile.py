@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,29 +220,27 @@ async def native_failed_login(port: int, context: ssl.SSLContext, user: str, pas
 
 
 async def failed_login_storm(
-    native_port: int,
-    kafka_port: int,
+    targets: Sequence[tuple[str, int]],
     cafile: str,
     user: str,
     *,
     count: int = 1000,
     concurrency: int = 50,
 ) -> dict[str, int]:
-    """`count` PLAIN logins with a wrong password for `user` from 127.0.0.1, alternating
-    the native and the Kafka listener, `concurrency` at a time; how many ended how."""
+    """`count` PLAIN logins with a wrong password for `user` from 127.0.0.1, `concurrency`
+    at a time, taking turns over `targets` (("native" or "kafka", port) of SASL_SSL
+    listeners); how many ended how ("refused": SASL_AUTHENTICATION_FAILED)."""
     context = ssl.create_default_context(cafile=cafile)
     outcomes: dict[str, int] = {}
     limiter = trio.CapacityLimiter(concurrency)
 
     async def one(i: int) -> None:
+        wire, port = targets[i % len(targets)]
+        login = kafka_failed_login if wire == "kafka" else native_failed_login
         async with limiter:
             try:
                 with trio.fail_after(ANSWER_BOUND_S):
-                    password = f"storm-secret-{i}-q7"
-                    if i % 2:
-                        outcome = await kafka_failed_login(kafka_port, context, user, password)
-                    else:
-                        outcome = await native_failed_login(native_port, context, user, password)
+                    outcome = await login(port, context, user, f"storm-secret-{i}-q7")
             except trio.TooSlowError:
                 outcome = "unanswered"
             except OSError as exc:
@@ -255,11 +254,9 @@ async def failed_login_storm(
 
 
 def run_failed_login_storm(
-    native_port: int, kafka_port: int, cafile: str, user: str, count: int, concurrency: int
+    targets: Sequence[tuple[str, int]], cafile: str, user: str, count: int, concurrency: int
 ) -> dict[str, int]:
     """`failed_login_storm` in a trio run of its own (for a process pool)."""
     return trio.run(
-        lambda: failed_login_storm(
-            native_port, kafka_port, cafile, user, count=count, concurrency=concurrency
-        )
+        lambda: failed_login_storm(targets, cafile, user, count=count, concurrency=concurrency)
     )

@@ -105,6 +105,21 @@ def test_a_second_handshake_or_api_versions_mid_exchange_closes(factory):
     assert auth.admit(ApiKey.API_VERSIONS) is Admission.CLOSE
 
 
+def test_a_second_api_versions_before_the_handshake_closes(factory):
+    """Kafka answers one ApiVersions before SaslHandshake and closes on another, so an
+    unauthenticated connection cannot be kept alive by asking it again and again."""
+    auth = Authenticator(factory)
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.CLOSE
+    assert auth.state is AuthState.FAILED
+    auth = Authenticator(factory)
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE
+    answer = _exchange(auth, SaslClient("PLAIN", "bob", "bob-secret"))
+    assert answer.error_code == ErrorCode.NONE and auth.complete
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE  # as often as it likes now
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE
+
+
 @pytest.mark.parametrize("token", [b"", b"\x00", b"\xff" * 1000, b"n,,n=alice,r=" + b"x" * 5000])
 def test_garbage_tokens_fail_authentication(factory, token):
     for mechanism in MECHANISMS:
