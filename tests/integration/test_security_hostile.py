@@ -440,9 +440,14 @@ def _closed_with_at_most_a_tls_alert(sock: socket.socket) -> bool:
 
 
 def test_a_silent_connection_is_closed_at_the_tls_handshake_timeout(target):
-    for port in (target.native, target.kafka):
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    ports = (target.native, target.kafka)
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=10) for port in ports]
+    try:
+        for sock in silent:
             assert closed_without_answer(sock)  # ssl.handshake.timeout.ms, 2 s here
+    finally:
+        for sock in silent:
+            sock.close()
 
 
 # -- 1,000 failed logins -------------------------------------------------------------------
