@@ -62,6 +62,7 @@ from tests.support.sasl_hostile import (
     parse_handshake,
     plain_token,
     read_frame,
+    send_ignoring_close,
     tls_socket,
 )
 from tools.cluster import secure as secure_cluster
@@ -363,7 +364,7 @@ def test_a_malformed_token_is_a_failed_authentication(target, mechanism, token):
 def test_a_kafka_frame_announcing_two_gib_after_the_handshake_closes(target):
     with tls_socket(target.kafka, target.cafile) as sock:
         assert _kafka_sasl_handshake(sock, "PLAIN") == 0
-        sock.sendall(struct.pack(">i", 2**31 - 1) + b"\x00" * 65536)
+        send_ignoring_close(sock, struct.pack(">i", 2**31 - 1) + b"\x00" * 65536)
         assert closed_without_answer(sock)
     # A frame of an honest size whose token's own length says 2^31-1: unreadable, closed.
     with tls_socket(target.kafka, target.cafile) as sock:
@@ -377,7 +378,7 @@ def test_a_kafka_frame_announcing_two_gib_after_the_handshake_closes(target):
 def test_a_native_frame_announcing_two_gib_after_the_handshake_closes(target):
     with tls_socket(target.native, target.cafile) as sock:
         assert _native_handshake(sock, "SCRAM-SHA-512").error_code == 0
-        sock.sendall(struct.pack(">I", 2**31 - 1) + b"\x00" * 65536)
+        send_ignoring_close(sock, struct.pack(">I", 2**31 - 1) + b"\x00" * 65536)
         assert closed_without_answer(sock)
     # msgpack bin32 whose length says 2^31-1 inside a small frame: unreadable, closed.
     token = b"n,,n=admin,r=" + b"A" * 300
@@ -399,7 +400,7 @@ def test_frames_just_over_the_sasl_receive_size_close_before_authentication(targ
     the connection even though socket.request.max.bytes (100 MiB) would take it."""
     for port in (target.native, target.kafka):
         with tls_socket(port, target.cafile) as sock:
-            sock.sendall(struct.pack(">I", 524_288 + 1) + b"\x00" * 1024)
+            send_ignoring_close(sock, struct.pack(">I", 524_288 + 1) + b"\x00" * 1024)
             assert closed_without_answer(sock)
     target.assert_alive_under_cap()
 
@@ -419,7 +420,7 @@ def test_frames_just_over_the_sasl_receive_size_close_before_authentication(targ
 def test_garbage_instead_of_a_tls_client_hello_closes(target, garbage):
     for port in (target.native, target.kafka):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            sock.sendall(garbage)
+            send_ignoring_close(sock, garbage)
             assert _closed_with_at_most_a_tls_alert(sock)
 
 

@@ -119,6 +119,15 @@ def read_frame(sock: socket.socket) -> bytes | None:
     return _recv_exactly(sock, _I32.unpack(size)[0])
 
 
+def send_ignoring_close(sock: socket.socket, data: bytes) -> None:
+    """Send `data`, or as much as the peer takes before it closes (a broker may close on
+    a frame's 4-byte prefix while the rest is still being sent)."""
+    try:
+        sock.sendall(data)
+    except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        pass
+
+
 def closed_without_answer(sock: socket.socket) -> bool:
     """True if the peer closes `sock` without sending a byte (within the bound)."""
     sock.settimeout(ANSWER_BOUND_S)
