@@ -201,6 +201,24 @@ def test_kafka_requests_before_authentication_close_the_connection(target, then)
         assert closed_without_answer(sock)
 
 
+def test_an_unknown_version_before_authentication_closes_unless_it_is_api_versions(target):
+    """An ApiVersions of a version we do not speak is answered UNSUPPORTED_VERSION and the
+    client may ask again (Kafka keeps the connection); a SaslHandshake of an unknown
+    version is answered and closed (Kafka: UnsupportedVersionException, closed)."""
+    with tls_socket(target.kafka, target.cafile) as sock:
+        sock.sendall(kafka_request(API_VERSIONS, 99, 1, b""))
+        frame = read_frame(sock)
+        assert frame is not None and struct.unpack(">ih", frame[:6]) == (1, 35)
+        sock.sendall(kafka_request(API_VERSIONS, 0, 2, b""))
+        frame = read_frame(sock)
+        assert frame is not None and struct.unpack(">ih", frame[:6]) == (2, 0)
+        assert _kafka_sasl_handshake(sock, "PLAIN") == 0  # still in the exchange
+    with tls_socket(target.kafka, target.cafile) as sock:
+        sock.sendall(kafka_request(SASL_HANDSHAKE, 99, 1, handshake_body("PLAIN")))
+        read_frame(sock)  # an UNSUPPORTED_VERSION answer, or none
+        assert closed_without_answer(sock)
+
+
 def test_a_native_produce_before_authentication_closes_and_writes_nothing(target):
     produce = m.ProduceRequest(
         acks=1,
@@ -255,6 +273,38 @@ def test_an_unknown_mechanism_on_the_native_wire_is_answered_with_the_enabled_on
         assert answer.error_code == UNSUPPORTED_SASL_MECHANISM
         assert set(answer.mechanisms) == ENABLED
         assert closed_without_answer(sock)
+
+
+@pytest.mark.parametrize(
+    "request_body",
+    [
+        pytest.param([17, 0, 7, None, {"mechanism": 12345}], id="mechanism not a string"),
+        pytest.param([17, 0, 7, None, {"mechanism": None}], id="mechanism null"),
+        pytest.param([17, 0, 7, None, {}], id="no mechanism"),
+        pytest.param([17, 0, 7, None, {"mechanism": ["PLAIN"] * 1000}], id="mechanism a list"),
+        pytest.param([36, 0, 7, None, {"auth_bytes": "text"}], id="token not bytes"),
+        pytest.param([17, 0, 7, None], id="no body"),
+        pytest.param({"not": "a request"}, id="not a list"),
+    ],
+)
+def test_a_malformed_native_sasl_request_is_refused_or_closed(target, request_body):
+    """A native SASL request whose fields have the wrong types is answered with an error
+    and closed, or closed unanswered; never served, never a crashed connection task."""
+    payload = msgpack.packb(request_body, use_bin_type=True)
+    with tls_socket(target.native, target.cafile) as sock:
+        sock.sendall(struct.pack(">I", len(payload)) + payload)
+        frame = read_frame(sock)
+        if frame is not None:
+            answer = msgpack.unpackb(frame, raw=False)
+            print(f"answered: {answer!r:.200}")
+            assert closed_without_answer(sock)
+    # The broker still takes a good login on that listener.
+    trio.run(_list_topics, target)
+
+
+async def _list_topics(target: Target) -> None:
+    async with open_admin(f"127.0.0.1:{target.native}", **target.scram()) as admin:
+        assert TOPIC in await admin.list_topics()
 
 
 # -- a wrong password ----------------------------------------------------------------------

@@ -247,3 +247,48 @@ async def test_a_big_frame_before_authentication_closes_the_connection(authentic
             await client.aclose()
         else:
             assert answer == b"" and served == []
+
+
+@pytest.mark.parametrize("authenticated", [False, True])
+async def test_an_unreadable_request_before_authentication_is_answered_and_closes(authenticated):
+    """A SaslHandshake whose mechanism is not a string is answered with an error by the
+    wire; before authentication the connection then closes (Kafka's SASL server closes on
+    a request it cannot parse), once authenticated it stays open for the next one."""
+    import msgpack
+
+    async def handle(header, request):
+        raise AssertionError("never served")
+
+    client, server = trio.testing.memory_stream_pair()
+    payload = msgpack.packb([int(ApiKey.SASL_HANDSHAKE), 0, 1, None, {"mechanism": 12345}])
+    frame = struct.pack(">I", len(payload)) + payload
+
+    async def one_answer() -> bytes:
+        received = b""
+        with trio.fail_after(10):
+            while len(received) < 4 or len(received) < 4 + struct.unpack(">I", received[:4])[0]:
+                chunk = await client.receive_some(100_000)
+                assert chunk, "closed without an answer"
+                received += chunk
+        return received
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            lambda: serve_connection(
+                server,
+                handle,
+                max_frame_bytes=1 << 20,
+                max_queued=4,
+                authenticated=lambda: authenticated,
+                max_frame_bytes_before_auth=1024,
+            )
+        )
+        await client.send_all(frame)
+        assert await one_answer()  # an error answer comes first, either way
+        if authenticated:
+            await client.send_all(frame)  # still open: answered again
+            assert await one_answer()
+            await client.aclose()
+        else:
+            with trio.fail_after(10):
+                assert await client.receive_some(1) == b""
