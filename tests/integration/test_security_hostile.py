@@ -1,21 +1,23 @@
 """Hostile clients against a SASL_SSL broker under a memory cap (issue 27, "Hostile").
 
-One real broker process (with a controller and ZooKeeper) set up as `cluster up --secure`
-sets it up: its native and its Kafka listener are both SASL_SSL with SCRAM-SHA-512/256
-and PLAIN, the authorizer is on, and its address space is capped (`RLIMIT_AS` through
-prlimit, tests/support/hostile.py), so an allocation a bound failed to stop would kill
-it rather than the machine. Each test feeds it one hostile input over raw sockets (TLS
-where the input needs it) or a real client and checks the answer is Kafka 2.8's
-(`SaslServerAuthenticator`): a request before authentication closes the connection
-unanswered (ApiVersions alone is served), an unknown mechanism gets
-UNSUPPORTED_SASL_MECHANISM with the enabled list and a close, a wrong password gets
-SASL_AUTHENTICATION_FAILED after `connection.failed.authentication.delay.ms` and a close,
-a frame (or a token inside one) announcing 2^31-1 bytes closes without that memory being
-taken, bytes that are no TLS ClientHello (or no bytes at all) close, 1,000 failed logins
-from one address are each refused and counted. The last test: an authenticated client
-still produces and consumes on both wires, the broker is alive under its cap, and no
-password reached its log or event files. No timed assertions; the latency of other
-clients during the failed logins is tests/bench/bench_security.py's.
+One real broker process (with a controller and ZooKeeper) configured as `cluster up
+--secure` configures it: its native and its Kafka listener are both SASL_SSL with
+SCRAM-SHA-512/256 and PLAIN, the authorizer is on, and its address space is capped
+(`RLIMIT_AS` through prlimit, tests/support/hostile.py), so an allocation a bound failed
+to stop would kill it rather than the machine. Each test feeds it one hostile input over
+raw sockets (TLS where the input needs it) or a real client and checks the answer is
+Kafka 2.8's (`SaslServerAuthenticator`): a request before authentication closes the
+connection unanswered (one ApiVersions is served; a request the broker cannot read is
+answered with an error, then closed), an unknown mechanism gets
+UNSUPPORTED_SASL_MECHANISM with the enabled list and a close, a wrong password or a
+malformed token gets SASL_AUTHENTICATION_FAILED (after
+`connection.failed.authentication.delay.ms`) and a close, a frame (or a token inside
+one) announcing 2^31-1 bytes closes without that memory being taken, bytes that are no
+TLS ClientHello (or no bytes at all) close, 1,000 failed logins from one address are
+each refused and counted. The last test: authenticated clients still produce and
+consume on both wires, the broker is alive under its cap, and no password reached a log
+or event file. No timed assertions; the latency of other clients during the failed
+logins is tests/bench/bench_security.py's.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader, encode_request
 from client.protocol.connection import ClientConnection
 from client.protocol.errors import ErrorCode, TributaryError
+from client.protocol.records import Record, build_batch
 from client.protocol.types import TopicPartition
 from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
 from tests.integration.helpers import wait_until
@@ -244,8 +247,6 @@ def test_a_native_produce_before_authentication_closes_and_writes_nothing(target
 
 
 def _batch_of(value: bytes) -> bytes:
-    from client.protocol.records import Record, build_batch
-
     return build_batch([Record(None, value, int(time.time() * 1000))])
 
 
