@@ -41,7 +41,9 @@ Security: with an SSL context the connection starts with the TLS handshake (boun
 its own timeout; a failed one closes the connection with one log line) and the client
 certificate's principal is set for the connection (server_common/security/tls.py); the
 memory pool, idle timeout and frame limit then apply to the decrypted bytes. SASL runs
-as the handler's gate (server_common/security/sasl_gate.py).
+as the handler's gate (server_common/security/sasl_gate.py); before the connection has
+authenticated, a request the wire answers without serving (an unreadable body, an
+unsupported version other than ApiVersions') is answered and the connection closed.
 
 Errors say whose fault they are: a request whose header was readable but whose body
 was not is answered with an error code; broken framing (garbage, a frame over the size
@@ -64,6 +66,7 @@ from typing import Any, Protocol
 
 import trio
 
+from client.protocol.api import ApiKey
 from client.protocol.codec import RequestHeader
 from client.protocol.connection import ServerConnection
 from client.protocol.errors import ErrorCode, FramingError, ProtocolError
@@ -367,6 +370,13 @@ async def serve_connection(
                         )
                         activity.outstanding += 1
                         await send_queue.send((None, 0.0, _Frame(event.response_frame())))
+                        if _closes_before_authentication(event, authenticated):
+                            log.info(
+                                "closing connection from %s: an unreadable request before "
+                                "authentication",
+                                peer,
+                            )
+                            return False  # the writer sends the answer, then it closes
                         continue
                     header, request = event
                     del event
@@ -460,6 +470,17 @@ async def _call_handler(handle: Handler, header: RequestHeader, request: Any, pe
     except Exception as exc:
         log.exception("handler for api %s failed (request from %s)", header.api_key, peer)
         return _ErrorAnswer(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _closes_before_authentication(event: Any, authenticated: Callable[[], bool] | None) -> bool:
+    """A request answered without serving it (unreadable, or a version we do not speak)
+    closes a connection that has not authenticated, as Kafka's SASL server closes on a
+    request it cannot parse; an ApiVersions of an unknown version does not (the client
+    asks again with a version we have, as Kafka lets it)."""
+    if authenticated is None or authenticated():
+        return False
+    header = getattr(event, "header", None)
+    return getattr(header, "api_key", None) != ApiKey.API_VERSIONS
 
 
 class _ErrorAnswer:

@@ -1,12 +1,14 @@
 """The SASL authentication state machine of one connection, pure (no I/O, no clock).
 
 How it works (Kafka's `SaslServerAuthenticator`): a connection on a SASL listener starts
-in HANDSHAKE: it may ask ApiVersions (as often as it likes) and then must send
-SaslHandshake naming a mechanism. An enabled mechanism moves it to AUTHENTICATE, where
+in HANDSHAKE: it may ask ApiVersions once (a second one closes the connection, as Kafka's
+"Unexpected ApiVersions request received during SASL authentication state" does, so an
+unauthenticated client cannot keep its connection busy, hence open, with them) and then
+must send SaslHandshake naming a mechanism. An enabled mechanism moves it to AUTHENTICATE, where
 each SaslAuthenticate token goes to the mechanism's `SaslServer` until that completes
 (COMPLETE: the principal is the mechanism's; every request is served from then on).
 
-`admit(api_key)` says what to do with each request: SERVE it (ApiVersions before the
+`admit(api_key)` says what to do with each request: SERVE it (one ApiVersions before the
 handshake, anything once complete), HANDSHAKE or AUTHENTICATE it (feed `handshake()` /
 `authenticate()`), or CLOSE the connection without an answer (any other request before
 authentication completes, a second handshake, a token before the handshake: Kafka's
@@ -80,6 +82,7 @@ class Authenticator:
         self.principal: KafkaPrincipal | None = None
         self.mechanism: str | None = None
         self.failure: str | None = None  # why it failed (for the log; no secrets)
+        self._versions_served = False  # the one ApiVersions before the handshake
 
     @property
     def complete(self) -> bool:
@@ -93,7 +96,8 @@ class Authenticator:
         if state is AuthState.COMPLETE:
             return Admission.SERVE
         if state is AuthState.HANDSHAKE:
-            if api_key == ApiKey.API_VERSIONS:
+            if api_key == ApiKey.API_VERSIONS and not self._versions_served:
+                self._versions_served = True
                 return Admission.SERVE
             if api_key == ApiKey.SASL_HANDSHAKE:
                 return Admission.HANDSHAKE

@@ -8,12 +8,21 @@ each, Tributary's producer and consumer: produce throughput (acks=1, RF 1, 100-b
 values), consume throughput (from the beginning), and end-to-end latency p50/p99 (one
 record at a time: send, then poll until the consumer has it). Prints figures and ratios
 and reports the SASL_SSL rows with the PLAINTEXT figures as their references
-(tests/bench/table.py). The cluster is stopped by pid at the end.
+(tests/bench/table.py).
+
+Then the same one-at-a-time latency of a good SASL_SSL client, idle and while 1,000
+PLAIN logins with a wrong password come from one address (50 at a time, from a process
+of their own, against the SASL_SSL listener of the broker that leads the client's
+partition; tests/support/sasl_hostile.py): p50/p99 during the failures, reported with
+the idle figures as their references (the issue's target: within 2x). The cluster is
+stopped by pid at the end.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import multiprocessing
 import os
 import pathlib
 import tempfile
@@ -28,11 +37,16 @@ from client.consumer import open_consumer
 from client.producer import open_producer
 from client.protocol.types import TopicPartition
 from tests.bench.table import Row, report
+from tests.integration.helpers import partition_state
+from tests.support.sasl_hostile import run_failed_login_storm
 from tools.cluster.launcher import LocalCluster
 
 VALUE = b"x" * 100
 RECORDS = int(os.environ.get("BENCH_SECURITY_RECORDS", "50000"))
 LATENCY_SAMPLES = int(os.environ.get("BENCH_SECURITY_LATENCY_SAMPLES", "300"))
+FAILED_LOGINS = int(os.environ.get("BENCH_SECURITY_FAILED_LOGINS", "1000"))
+FAILED_LOGIN_CONCURRENCY = 50
+STORM_TOPIC = "sasl-storm"
 PARTITIONS = 3
 USER, PASSWORD = "bench", "bench-scram-secret"
 PLAIN_JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required"
@@ -55,7 +69,7 @@ def broker_overrides(pki: pathlib.Path) -> dict:
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,KAFKA:SASL_SSL",
         "ssl.keystore.location": str(pki / "broker.pem"),
         "ssl.truststore.location": str(pki / "ca.pem"),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",  # PLAIN: the failed logins
         "sasl.jaas.config": f'{PLAIN_JAAS} username="broker" password="unused";',
     }
 
@@ -82,6 +96,7 @@ async def prepare(bootstrap: str) -> None:
                 for name in ("plain", "sasl")
                 for kind in ("bulk", "lat")
             ]
+            + [NewTopic(STORM_TOPIC, 1, 1)]
         )
         assert all(error is None for error in created.values()), created
 
@@ -113,6 +128,31 @@ async def consume(bootstrap: str, topic: str, count: int, options: dict) -> floa
         return seen / (time.perf_counter() - started)
 
 
+async def _one_at_a_time(producer, consumer, topic: str, index: int) -> float:
+    """ms from send() to the consumer's poll() returning that record (partition 0)."""
+    value = b"%d" % index
+    started = time.perf_counter()
+    await producer.send(topic, value, partition=0)
+    with trio.fail_after(30):
+        while not any(r.value == value for r in await consumer.poll(100)):
+            pass
+    return (time.perf_counter() - started) * 1000
+
+
+async def _warm_up(producer, consumer, topic: str) -> None:
+    consumer.assign([TopicPartition(topic, 0)])
+    await (await producer.send(topic, b"warm-up", partition=0))
+    consumer.seek_to_beginning()
+    with trio.fail_after(60):
+        while not await consumer.poll(500):
+            pass
+
+
+def _p50_p99(samples: list[float]) -> tuple[float, float]:
+    samples = sorted(samples)
+    return samples[len(samples) // 2], samples[min(len(samples) - 1, len(samples) * 99 // 100)]
+
+
 async def latency(bootstrap: str, topic: str, options: dict) -> tuple[float, float]:
     """(p50, p99) ms from send() to the consumer's poll() returning that record, one
     record at a time, to partition 0."""
@@ -120,23 +160,52 @@ async def latency(bootstrap: str, topic: str, options: dict) -> tuple[float, flo
         open_producer(bootstrap, acks=1, linger_ms=0, **options) as producer,
         open_consumer(bootstrap, **options) as consumer,
     ):
-        consumer.assign([TopicPartition(topic, 0)])
-        await (await producer.send(topic, b"warm-up", partition=0))
-        consumer.seek_to_beginning()
-        with trio.fail_after(60):
-            while not await consumer.poll(500):
-                pass
-        samples = []
-        for i in range(LATENCY_SAMPLES):
-            value = b"%d" % i
+        await _warm_up(producer, consumer, topic)
+        samples = [
+            await _one_at_a_time(producer, consumer, topic, i) for i in range(LATENCY_SAMPLES)
+        ]
+    return _p50_p99(samples)
+
+
+async def latency_during_failed_logins(
+    bootstrap: str, options: dict, storm_port: int, cafile: str
+) -> dict[str, float]:
+    """One-at-a-time latency of a good SASL_SSL client idle, then while FAILED_LOGINS
+    wrong-password PLAIN logins hit `storm_port` from another process."""
+    async with (
+        open_producer(bootstrap, acks=1, linger_ms=0, **options) as producer,
+        open_consumer(bootstrap, **options) as consumer,
+    ):
+        await _warm_up(producer, consumer, STORM_TOPIC)
+        idle = [
+            await _one_at_a_time(producer, consumer, STORM_TOPIC, i) for i in range(LATENCY_SAMPLES)
+        ]
+        during: list[float] = []
+        with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
+            pool.submit(int).result()  # the process is up before the clock starts
             started = time.perf_counter()
-            await producer.send(topic, value, partition=0)
-            with trio.fail_after(30):
-                while not any(r.value == value for r in await consumer.poll(100)):
-                    pass
-            samples.append((time.perf_counter() - started) * 1000)
-    samples.sort()
-    return samples[len(samples) // 2], samples[min(len(samples) - 1, len(samples) * 99 // 100)]
+            storm = pool.submit(
+                run_failed_login_storm,
+                [("native", storm_port)],
+                cafile,
+                USER,
+                FAILED_LOGINS,
+                FAILED_LOGIN_CONCURRENCY,
+            )
+            while not storm.done():
+                during.append(
+                    await _one_at_a_time(
+                        producer, consumer, STORM_TOPIC, LATENCY_SAMPLES + len(during)
+                    )
+                )
+            outcomes = storm.result()
+            storm_s = time.perf_counter() - started
+    print(f"{FAILED_LOGINS} failed logins in {storm_s:.1f} s: {outcomes}; {len(during)} samples")
+    idle_p50, idle_p99 = _p50_p99(idle)
+    p50, p99 = _p50_p99(during)
+    return {"idle_p50": idle_p50, "idle_p99": idle_p99, "p50": p50, "p99": p99}
 
 
 async def measure(bootstrap: str, name: str, options: dict) -> dict[str, float]:
@@ -174,6 +243,16 @@ def main() -> None:
             time.sleep(1.0)  # the SCRAM credential reaches every broker (/config/changes)
             plain = trio.run(measure, plaintext, "plain", {})
             secure = trio.run(measure, sasl_ssl, "sasl", scram_options(pki))
+            leader = partition_state(cluster, STORM_TOPIC, 0).leader
+            storm_port = cluster.process(f"broker-{leader}").kafka_port
+            assert storm_port is not None
+            storm = trio.run(
+                latency_during_failed_logins,
+                sasl_ssl,
+                scram_options(pki),
+                storm_port,
+                str(pki / "ca.pem"),
+            )
         finally:
             cluster.down(timeout_s=20)
     print(f"records: {RECORDS:,} x {len(VALUE)} bytes, linger 5 ms; latency: {LATENCY_SAMPLES}")
@@ -189,5 +268,19 @@ def main() -> None:
                 unit,
                 "PLAINTEXT",
                 plain[key],
+            )
+        )
+    print(f"e2e latency of a good SASL_SSL client, {FAILED_LOGINS} failed logins from one address:")
+    for key in ("p50", "p99"):
+        idle, during = storm[f"idle_{key}"], storm[key]
+        print(f"  {key}: idle {idle:.2f} ms, during {during:.2f} ms, ratio {during / idle:.2f}")
+        report(
+            Row(
+                f"e2e latency {key}, SASL_SSL, during {FAILED_LOGINS:,} failed logins",
+                during,
+                "ms",
+                "idle",
+                idle,
+                target="<= 2",
             )
         )

@@ -2,5 +2,7 @@
 (`memory_network`), the in-process cluster of real brokers and controller (`cluster`)
 with its fault-injecting wrapper (`faults`) and the principal-per-client-id seam
 (`principals`), a recording broker for controller tests
-(`recording_broker`), and a real ZooKeeper session's expiry on demand (`zk_sessions`).
+(`recording_broker`), a real ZooKeeper session's expiry on demand (`zk_sessions`), hostile
+connections and a process's memory cap (`hostile`) and hostile SASL clients
+(`sasl_hostile`).
 Nothing outside `tests/` imports them."""

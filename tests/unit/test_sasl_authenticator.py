@@ -105,6 +105,21 @@ def test_a_second_handshake_or_api_versions_mid_exchange_closes(factory):
     assert auth.admit(ApiKey.API_VERSIONS) is Admission.CLOSE
 
 
+def test_a_second_api_versions_before_the_handshake_closes(factory):
+    """Kafka answers one ApiVersions before SaslHandshake and closes on another, so an
+    unauthenticated connection cannot be kept alive by asking it again and again."""
+    auth = Authenticator(factory)
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.CLOSE
+    assert auth.state is AuthState.FAILED
+    auth = Authenticator(factory)
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE
+    answer = _exchange(auth, SaslClient("PLAIN", "bob", "bob-secret"))
+    assert answer.error_code == ErrorCode.NONE and auth.complete
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE  # as often as it likes now
+    assert auth.admit(ApiKey.API_VERSIONS) is Admission.SERVE
+
+
 @pytest.mark.parametrize("token", [b"", b"\x00", b"\xff" * 1000, b"n,,n=alice,r=" + b"x" * 5000])
 def test_garbage_tokens_fail_authentication(factory, token):
     for mechanism in MECHANISMS:
@@ -232,3 +247,48 @@ async def test_a_big_frame_before_authentication_closes_the_connection(authentic
             await client.aclose()
         else:
             assert answer == b"" and served == []
+
+
+@pytest.mark.parametrize("authenticated", [False, True])
+async def test_an_unreadable_request_before_authentication_is_answered_and_closes(authenticated):
+    """A SaslHandshake whose mechanism is not a string is answered with an error by the
+    wire; before authentication the connection then closes (Kafka's SASL server closes on
+    a request it cannot parse), once authenticated it stays open for the next one."""
+    import msgpack
+
+    async def handle(header, request):
+        raise AssertionError("never served")
+
+    client, server = trio.testing.memory_stream_pair()
+    payload = msgpack.packb([int(ApiKey.SASL_HANDSHAKE), 0, 1, None, {"mechanism": 12345}])
+    frame = struct.pack(">I", len(payload)) + payload
+
+    async def one_answer() -> bytes:
+        received = b""
+        with trio.fail_after(10):
+            while len(received) < 4 or len(received) < 4 + struct.unpack(">I", received[:4])[0]:
+                chunk = await client.receive_some(100_000)
+                assert chunk, "closed without an answer"
+                received += chunk
+        return received
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            lambda: serve_connection(
+                server,
+                handle,
+                max_frame_bytes=1 << 20,
+                max_queued=4,
+                authenticated=lambda: authenticated,
+                max_frame_bytes_before_auth=1024,
+            )
+        )
+        await client.send_all(frame)
+        assert await one_answer()  # an error answer comes first, either way
+        if authenticated:
+            await client.send_all(frame)  # still open: answered again
+            assert await one_answer()
+            await client.aclose()
+        else:
+            with trio.fail_after(10):
+                assert await client.receive_some(1) == b""
