@@ -10,25 +10,20 @@ cluster (brokers and controller super users, nothing allowed without an ACL): al
 The clients: Tributary's own library and CLI (--command-config), confluent-kafka, kcat,
 kafka-python and aiokafka, each with SCRAM-SHA-512 and PLAIN, and what a user without an
 ACL gets (TOPIC_AUTHORIZATION_FAILED, a Metadata without the topic,
-GROUP_AUTHORIZATION_FAILED); hostile ones: a wrong
-password, an unknown mechanism, a request before authentication, plaintext bytes on a
-TLS port, a certificate from another CA.
+GROUP_AUTHORIZATION_FAILED), a wrong password, a client trusting another CA; replication,
+failover and ControlledShutdown over SASL_SSL. Hostile clients (a request before
+authentication, unknown mechanisms, huge tokens, not TLS, 1,000 failed logins) are
+test_security_hostile.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import multiprocessing
 import pathlib
 import shutil
-import socket
-import ssl
-import struct
 import subprocess
 import sys
 import time
-import urllib.request
 
 import confluent_kafka
 import pytest
@@ -40,10 +35,7 @@ from client.admin.acls import Acl
 from client.admin.users import UserScramCredentialUpsertion
 from client.consumer.consumer import open_consumer
 from client.producer.producer import open_producer
-from client.protocol import messages as m
 from client.protocol.acl_types import AclOperation, PatternType, ResourceType
-from client.protocol.api import ApiKey
-from client.protocol.codec import RequestHeader, encode_request
 from client.protocol.errors import ErrorCode, TributaryError
 from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
 from tests.integration.helpers import partition_state, wait_until
@@ -518,55 +510,8 @@ def test_confluent_kafka_gets_kafkas_denials(secure, pki, login):
         consumer.close()
 
 
-# -- hostile clients -----------------------------------------------------------------------
-
-
-def _tls_socket(port: int, pki) -> ssl.SSLSocket:
-    context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-    return context.wrap_socket(raw, server_hostname="127.0.0.1")
-
-
-def _closed_without_answer(sock) -> bool:
-    try:
-        return sock.recv(4096) == b""
-    except (ConnectionResetError, ssl.SSLError):
-        return True
-
-
-def test_a_request_before_authentication_closes_the_connection(secure, pki):
-    port = secure.state.brokers()[0].port
-    with _tls_socket(port, pki) as sock:
-        header = RequestHeader(ApiKey.METADATA, 0, 1)
-        sock.sendall(encode_request(header, m.MetadataRequest(topics=None)))
-        assert _closed_without_answer(sock)
-
-
-def test_an_unknown_mechanism_is_answered_with_the_enabled_ones(secure, pki):
-    async def scenario():
-        with pytest.raises(TributaryError) as caught:
-            options = {**plain_options(pki), "sasl_mechanism": "SCRAM-SHA-256"}
-            async with open_admin(secure.state.bootstrap_servers, **options):
-                pass  # carol has no SCRAM credential: refused, not unsupported
-        return caught.value
-
-    assert trio.run(scenario).code == ErrorCode.SASL_AUTHENTICATION_FAILED
-    port = secure.state.brokers()[0].port
-    with _tls_socket(port, pki) as sock:
-        header = RequestHeader(ApiKey.SASL_HANDSHAKE, 0, 7)
-        sock.sendall(encode_request(header, m.SaslHandshakeRequest(mechanism="GSSAPI")))
-        data = sock.recv(4096)
-        assert data and struct.unpack(">i", data[:4])[0] == len(data) - 4
-        assert b"SCRAM-SHA-512" in data and b"PLAIN" in data
-        assert _closed_without_answer(sock)
-
-
-def test_plaintext_bytes_on_a_tls_port_close_and_the_broker_keeps_serving(secure, pki):
-    port = secure.state.brokers()[0].port
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", 2**31 - 1) + b"\x00" * 64)
-        assert _closed_without_answer(sock)
-    test_the_native_client_produces_and_consumes_over_sasl_ssl(secure, pki, "plain")
+# -- a client that does not trust the broker ----------------------------------------------
+# (hostile clients: test_security_hostile.py)
 
 
 def test_a_client_trusting_another_ca_refuses_the_broker(secure, pki):
@@ -644,101 +589,6 @@ def test_the_controller_checks_scram_logins_against_config_users(secure, pki):
 
     assert wait_until(lambda: trio.run(login, ALICE_SCRAM), 10)
     assert not trio.run(login, WRONG)
-
-
-def _failed_logins(port: int, cafile: str, count: int, concurrency: int) -> int:
-    """In a process of its own: `count` PLAIN logins with a wrong password over TLS,
-    `concurrency` at a time; how many were refused as failed authentications."""
-    from client.security.secure_connector import (
-        AuthenticationFailedError,
-        SecurityConfig,
-        secure_connector,
-    )
-
-    wrong = SecurityConfig(
-        security_protocol="SASL_SSL",
-        ssl_cafile=cafile,
-        sasl_mechanism="PLAIN",
-        sasl_plain_username="carol",
-        sasl_plain_password="wrong",
-    )
-    connect = secure_connector(wrong)
-    refused = 0
-
-    async def one(limiter: trio.CapacityLimiter) -> None:
-        nonlocal refused
-        async with limiter:
-            try:
-                stream = await connect("127.0.0.1", port)
-            except AuthenticationFailedError:
-                refused += 1
-            else:
-                await stream.aclose()
-
-    async def attack() -> None:
-        limiter = trio.CapacityLimiter(concurrency)
-        async with trio.open_nursery() as nursery:
-            for _ in range(count):
-                nursery.start_soon(one, limiter)
-
-    trio.run(attack)
-    return refused
-
-
-def test_a_thousand_failed_logins_leave_other_clients_served(secure, pki):
-    """1,000 failed PLAIN logins from one address (50 at a time, each over TLS, from a
-    process of their own) against the leader of the topic, while an authenticated
-    producer keeps sending acks=all: every failure is refused as a failed authentication,
-    the producer's latency is printed idle and during the storm (`-s`), and every one of
-    its records is delivered. Not a timed assertion: the numbers are for the reader."""
-    leader = partition_state(secure, TOPIC, 0).leader
-    port = next(b.port for b in secure.state.brokers() if b.id == leader)
-
-    async def timed_sends(producer, label: str, count: int) -> list[float]:
-        latencies = []
-        for i in range(count):
-            started = time.perf_counter()
-            await (await producer.send(TOPIC, f"{label}-{i}".encode())).wait()
-            latencies.append((time.perf_counter() - started) * 1000)
-        return latencies
-
-    async def scenario() -> tuple[list[float], list[float], int]:
-        bootstrap = secure.state.bootstrap_servers
-        async with open_producer(bootstrap, acks=-1, **scram_options(pki)) as producer:
-            idle = await timed_sends(producer, "idle", 100)
-            during: list[float] = []
-            result: list[int] = []
-            with concurrent.futures.ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn")
-            ) as pool:
-                future = pool.submit(_failed_logins, port, str(pki / "ca.pem"), 1000, 50)
-                while not future.done():
-                    during.extend(await timed_sends(producer, "storm", 5))
-                result.append(future.result())
-            return idle, during, result[0]
-
-    idle, during, refused = trio.run(scenario)
-
-    def median(values: list[float]) -> float:
-        return sorted(values)[len(values) // 2]
-
-    print(
-        f"\n[1000 failed logins] producer acks=all latency: idle median {median(idle):.1f} ms, "
-        f"during the failures median {median(during):.1f} ms over {len(during)} sends"
-    )
-    assert refused == 1000
-    info = secure.process(f"broker-{leader}")
-    url = f"http://127.0.0.1:{info.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        lines = response.read().decode().splitlines()
-    counted = sum(
-        float(line.split()[-1])
-        for line in lines
-        if line.startswith("tributary_failed_authentications_total{")
-        and 'mechanism="PLAIN"' in line
-    )
-    assert counted >= 1000  # the metric, as the events file, records every one
-    test_the_native_client_produces_and_consumes_over_sasl_ssl(secure, pki, "scram")
 
 
 def test_no_password_reaches_a_log_or_event_file(secure, pki):
