@@ -20,7 +20,8 @@ Map (ARCHITECTURE.md walks a produce request and an ISR shrink through it):
   run time and how DescribeConfigs shows them; `__main__.py`: `python -m broker`;
   `broker_metrics.py`: the broker's metrics, registered in one place;
   `listener_sasl.py`: the SASL listeners' mechanisms and the broker's own credentials,
-  from their JAAS configs.
+  from their JAAS configs; `client_bounds.py`: the connection counts, connection
+  creation rate and request memory pools that bound the listeners.
 
 The broker imports `server_common` and `client`; never `controller`, `tools` or `spark`.
 """

@@ -413,6 +413,14 @@ BROKER_CONFIG = ConfigDef(
             at_least(0),
         ),
         ConfigKey(
+            "max.connection.creation.rate",
+            "int",
+            NO_LIMIT,
+            "new client connections a second at most (KIP-612); more wait before their TLS "
+            "handshake and first read (Kafka's default: no limit)",
+            at_least(1),
+        ),
+        ConfigKey(
             "max.connections.per.ip.overrides",
             "str",
             "",

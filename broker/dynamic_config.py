@@ -66,6 +66,7 @@ DYNAMIC_CONFIGS = (
         "max.connections",
         "max.connections.per.ip",
         "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
     }
 )
 

@@ -18,12 +18,10 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   protocol (`broker.kafka.wire.KafkaServerConnection`) and its requests go through the
   translation layer (`broker.kafka.dispatcher.KafkaDispatcher`) to the same handlers.
   Client listeners (every one but the inter-broker listener, so clients can never lock
-  out replication or the controller) are bounded by `max.connections` and
-  `max.connections.per.ip` (a connection past them is closed as soon as accepted:
-  `server_common.connection_limits`) and share one memory pool for their request bytes
-  (`queued.max.request.bytes`: `server_common.memory_pool`). The inter-broker listener
-  has a pool of the same size to itself: clients on other listeners cannot starve it,
-  and clients sharing it (a local cluster's PLAINTEXT) are still bounded. Every
+  out replication or the controller) are bounded by `max.connections`,
+  `max.connections.per.ip` and `max.connection.creation.rate` and share one memory pool
+  for their request bytes (`queued.max.request.bytes`); the inter-broker listener has a
+  pool of the same size to itself: `ConnectionBounds` (client_bounds.py). Every
   listener closes connections idle for `connections.max.idle.ms`;
 - `FetcherManager` (tasks/fetcher.py): one fetcher task per leader this broker follows;
 - `BackgroundTasks` (tasks/background.py): ISR writes, ISR shrink and propagation,
@@ -46,12 +44,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import ipaddress
 import logging
-import math
 import os
 import resource
-import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -59,6 +54,7 @@ from typing import Any
 import trio
 
 from broker.broker_metrics import register_broker_metrics
+from broker.client_bounds import ConnectionBounds
 from broker.config import KAFKA_WIRE, BrokerConfig
 from broker.core.fetch_sessions import FetchManager, FetchSessionCache
 from broker.core.log.config import LogConfig
@@ -88,9 +84,8 @@ from broker.zookeeper.registration import BrokerIdentity, Registration
 from broker.zookeeper.topic_configs import TopicConfigs
 from client.security.secure_connector import secure_connector
 from server_common import zkdata
-from server_common.connection_limits import NO_LIMIT, ConnectionLimits
+from server_common.connection_limits import NO_LIMIT
 from server_common.jsonl import JsonLinesFile, Rotation, wall_clock_ms
-from server_common.memory_pool import MemoryPool
 from server_common.metrics import MetricsRegistry
 from server_common.metrics_http import serve_metrics
 from server_common.network import TCP, Bound, Transport, native_wire, serve_connection
@@ -163,13 +158,8 @@ class BrokerServer:
         self.registration = Registration(
             self.gateway, self.identity, self._registration, self.record_event
         )
-        # Bounds shared by every client listener's connections.
-        self.connection_limits = ConnectionLimits(
-            config["max.connections"],
-            config["max.connections.per.ip"],
-            _resolve_overrides(config.max_connections_per_ip_overrides),
-        )
-        self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        # Bounds of the client listeners' connections, and the listeners' memory pools.
+        self.bounds = ConnectionBounds(config)
         # The ACL authorizer (authorizer.class.name): its ACLs are kept from ZooKeeper.
         self.acls: AclStore | None = None
         if config.authorizer_enabled:
@@ -188,13 +178,12 @@ class BrokerServer:
         self.inter_broker_connect = secure_connector(
             inter_broker_security(config), self.transport.connect
         )
-        self.inter_broker_memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self.failed_authentications = self.metrics.counter(
             "failed_authentications_total",
             "SASL logins refused (and connections closed in the SASL exchange), per listener "
             "and mechanism",
         )
-        self._register_bound_metrics()
+        self.bounds.register_metrics(self.metrics)
         self.port: int | None = None  # the inter-broker listener's bound port
         self.bound_ports: dict[str, int] = {}
         self.metrics_port: int | None = None
@@ -203,34 +192,6 @@ class BrokerServer:
         self._events: JsonLinesFile | None = None
         self._shutdown_requested = trio.Event()
         self.stopped = trio.Event()
-
-    def _register_bound_metrics(self) -> None:
-        """Kafka's MemoryPoolAvailable/connection-count/refused figures, read when scraped."""
-        limits, pool = self.connection_limits, self.memory_pool
-        self.metrics.gauge(
-            "client_connections", "open connections on client listeners", lambda: limits.count
-        )
-        self.metrics.counter_of(
-            "connections_refused_total",
-            "client connections closed at once for max.connections / max.connections.per.ip",
-            lambda: limits.refused,
-        )
-        self.metrics.gauge(
-            "request_memory_pool_used_bytes",
-            "request bytes reserved from queued.max.request.bytes",
-            lambda: pool.used,
-        )
-        self.metrics.gauge(
-            "request_memory_pool_waiting",
-            "client connections waiting for request memory (reading nothing meanwhile)",
-            lambda: pool.waiting,
-        )
-        inter_broker = self.inter_broker_memory_pool
-        self.metrics.gauge(
-            "inter_broker_request_memory_pool_used_bytes",
-            "request bytes reserved on the inter-broker listener (its own pool)",
-            lambda: inter_broker.used,
-        )
 
     # -- wiring --------------------------------------------------------------------
     def open_storage(self) -> None:
@@ -391,11 +352,7 @@ class BrokerServer:
         broker/dynamic_config.py): the topic defaults (every log without an override
         takes the new value), the connection limits and the log cleaner's settings."""
         self.topic_configs.set_default(new.default_log_config())
-        limits = self.connection_limits
-        limits.max_connections = new["max.connections"]
-        limits.max_per_ip = new["max.connections.per.ip"]
-        if new["max.connections.per.ip.overrides"] != old["max.connections.per.ip.overrides"]:
-            limits.overrides = _resolve_overrides(new.max_connections_per_ip_overrides)
+        self.bounds.reconfigure(old, new)
         cleaner = self.background.log_cleaner
         if cleaner is not None:
             cleaner.settings = dataclasses.replace(
@@ -500,12 +457,11 @@ class BrokerServer:
 
     async def _serve(self, listeners: dict[str, Bound], scope: trio.CancelScope) -> None:
         """Serve every listener. Client listeners (all but the inter-broker one) are
-        bounded: connection counts (`self.connection_limits`), one memory pool for
-        their requests (`self.memory_pool`); the inter-broker listener has a pool of its
-        own; every listener closes idle connections."""
+        bounded (`self.bounds`: connection counts and creation rate, one memory pool for
+        their requests); the inter-broker listener has a pool of its own; every listener
+        closes idle connections."""
         config = self.config
-        limits, pool = self.connection_limits, self.memory_pool
-        refusals = _RefusalLog()
+        bounds = self.bounds
         idle_ms = config["connections.max.idle.ms"]
         idle_timeout_s = None if idle_ms < 0 else idle_ms / 1000
 
@@ -521,7 +477,7 @@ class BrokerServer:
             sasl = self.sasl_factories.get(listener)
             bounded = listener != config.inter_broker_listener
             max_frame_bytes = config["socket.request.max.bytes"]
-            listener_pool = pool if bounded else self.inter_broker_memory_pool
+            listener_pool = bounds.pool if bounded else bounds.inter_broker_pool
             if listener_pool.bounded:
                 max_frame_bytes = min(max_frame_bytes, listener_pool.capacity)
 
@@ -572,19 +528,9 @@ class BrokerServer:
                 if not bounded:
                     await serve(stream)
                     return
-                host = _peer_host(stream)
-                refused = limits.try_open(host)
-                if refused is not None:
-                    # Closed at once, never left silent: the client sees the connection
-                    # end now rather than time out.
-                    refusals.note(listener, host, refused)
-                    with trio.CancelScope(shield=True):
-                        await stream.aclose()
-                    return
-                try:
-                    await serve(stream)
-                finally:
-                    limits.close(host)
+                async with bounds.admitted(listener, stream) as admitted:
+                    if admitted:
+                        await serve(stream)
 
             return handle
 
@@ -630,62 +576,6 @@ def _listener_security(
         if security.uses_sasl
     }
     return tls_contexts, sasl_factories
-
-
-def _peer_host(stream: trio.abc.Stream) -> str:
-    sock = getattr(stream, "socket", None)  # a SocketStream's (or what a wrapper forwards)
-    if sock is None:
-        return "?"  # an in-memory test transport: one "address" for everyone
-    try:
-        return str(sock.getpeername()[0])
-    except (OSError, AttributeError, IndexError, TypeError):
-        return "?"
-
-
-def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
-    """`max.connections.per.ip.overrides` keyed by address: a host name counts for each
-    address it resolves to at startup (as Kafka resolves it once)."""
-    resolved: dict[str, int] = {}
-    for host, count in overrides.items():
-        try:
-            ipaddress.ip_address(host)
-            resolved[host] = count
-            continue
-        except ValueError:
-            pass
-        try:
-            infos = socket.getaddrinfo(host, None)
-        except OSError as exc:
-            log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, exc)
-            continue
-        for info in infos:
-            resolved[str(info[4][0])] = count
-    return resolved
-
-
-class _RefusalLog:
-    """One log line per second at most for refused connections (a flood must not
-    flood the log), with how many were refused since the last line."""
-
-    INTERVAL_S = 1.0
-
-    def __init__(self) -> None:
-        self._last = -math.inf
-        self._since = 0
-
-    def note(self, listener: str, host: str, reason: str) -> None:
-        self._since += 1
-        now = trio.current_time()
-        if now - self._last >= self.INTERVAL_S:
-            log.warning(
-                "closed a new connection from %s on %s at once: %s (%d refused since the last "
-                "such line)",
-                host,
-                listener,
-                reason,
-                self._since,
-            )
-            self._last, self._since = now, 0
 
 
 def raise_open_files_limit() -> tuple[int, int]:

@@ -1,5 +1,6 @@
 """Connection counts per broker and per client address (Kafka's `max.connections`,
-`max.connections.per.ip`, `max.connections.per.ip.overrides`).
+`max.connections.per.ip`, `max.connections.per.ip.overrides`), and the rate of new
+connections (`max.connection.creation.rate`, KIP-612).
 
 How it works: the shell asks `try_open(host)` for each accepted connection of a
 client listener and calls `close(host)` when that connection ends. `try_open` counts
@@ -9,11 +10,19 @@ A per-address override replaces the per-address limit for that address (0 refuse
 altogether, as in Kafka). The inter-broker listener is not counted (Kafka's KIP-402:
 clients cannot lock replication and the controller out).
 
-Plain counting, no I/O: the shell owns the sockets and the log lines.
+`ConnectionCreationRate.reserve(now)` books the next slot for a new connection and says
+how long it must wait for it: at most `rate` a second, a tenth of a second's worth at
+once. The shell holds the accepted connection that long before its TLS handshake and
+its first read (Kafka's acceptor leaves it in the listen backlog meanwhile): a flood
+of new connections, 1,000 failing logins from one address for instance, is spread out
+instead of taking the event loop from the clients already connected.
+
+Plain counting, no I/O: the shell owns the sockets, the clock and the log lines.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 
@@ -58,6 +67,26 @@ class ConnectionLimits:
         self.per_host[host] -= 1
         if self.per_host[host] <= 0:
             del self.per_host[host]
+
+
+class ConnectionCreationRate:
+    def __init__(self, rate: int = NO_LIMIT) -> None:
+        self.rate = rate
+        self.throttled = 0  # connections that had to wait
+        self._next_slot = -math.inf
+
+    def reserve(self, now: float) -> float:
+        """Book a slot for a new connection: seconds to wait before serving it."""
+        if self.rate >= NO_LIMIT:
+            return 0.0
+        interval = 1.0 / self.rate
+        burst = max(1.0, self.rate / 10) * interval
+        slot = max(self._next_slot, now - burst)
+        self._next_slot = slot + interval
+        if slot <= now:
+            return 0.0
+        self.throttled += 1
+        return slot - now
 
 
 def parse_overrides(text: str) -> dict[str, int]:

@@ -10,10 +10,17 @@ from typing import NamedTuple
 import pytest
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
 from client.protocol.framing import FrameDecoder, encode_frame
-from server_common.connection_limits import ConnectionLimits, parse_overrides
+from server_common.connection_limits import (
+    NO_LIMIT,
+    ConnectionCreationRate,
+    ConnectionLimits,
+    parse_overrides,
+)
 from server_common.memory_pool import MemoryPool
 from server_common.network import SMALL_READ, Reply, serve_connection
 from server_common.properties import ConfigError
@@ -67,6 +74,34 @@ def test_connection_limits_count_per_broker_and_per_address():
     limits.close("10.0.0.1")
     assert limits.try_open("10.0.0.3") is None
     assert limits.refused == 3
+
+
+# -- ConnectionCreationRate (max.connection.creation.rate) --------------------------------
+@given(
+    rate=st.integers(1, 500),
+    arrivals=st.lists(st.floats(0, 5, allow_nan=False), min_size=1, max_size=300),
+)
+def test_new_connections_are_served_at_the_rate_whatever_their_arrival(rate, arrivals):
+    """However connections arrive, those served in any window of T seconds are at most
+    rate x T plus the burst (a tenth of a second's worth), none is served before it
+    arrived, and an idle limiter serves the first at once."""
+    limiter = ConnectionCreationRate(rate)
+    served = sorted(now + limiter.reserve(now) for now in sorted(arrivals))
+    assert served[0] == min(arrivals)
+    burst = max(1.0, rate / 10) + 1
+    for i, start in enumerate(served):
+        for window in (0.1, 1.0):
+            inside = sum(1 for t in served[i:] if t < start + window - 1e-9)
+            assert inside <= rate * window + burst
+
+
+def test_no_rate_means_no_wait_and_a_flood_is_spread_out():
+    assert ConnectionCreationRate(NO_LIMIT).reserve(0.0) == 0.0
+    limiter = ConnectionCreationRate(100)
+    waits = [limiter.reserve(10.0) for _ in range(1000)]  # 1,000 at the same instant
+    assert waits[:11] == [0.0] * 11  # the burst: a tenth of a second's worth, and one
+    assert 9.8 < max(waits) < 10.0 and limiter.throttled == 989
+    assert ConnectionCreationRate(100).reserve(10.0) == 0.0
 
 
 def test_per_ip_overrides_parse_like_kafka():

@@ -386,7 +386,7 @@ async def test_connection_limits_and_cleaner_settings_change_live(autojump_clock
             },
         )
         assert error is None
-        limits = server.connection_limits
+        limits = server.bounds.limits
         assert (limits.max_connections, limits.max_per_ip) == (500, 50)
         cleaner = server.background.log_cleaner
         if cleaner is not None:
