@@ -90,10 +90,10 @@ def kazoo_client(zk_connect):
 # Seconds a module takes on its own on a 2-core machine (a few slow unit modules too):
 # only the order in which groups start depends on these, never a result.
 EXPECTED_SECONDS = {
-    "tests/chaos/test_randomized.py": 120,
+    "tests/chaos/test_randomized.py": 70,
     "tests/chaos/test_replication_matrix.py": 60,
     "tests/chaos/test_failover.py": 70,
-    "tests/chaos/test_secure_replication.py": 100,
+    "tests/chaos/test_secure_replication.py": 90,
     "tests/integration/test_client_resilience_cli.py": 70,
     "tests/integration/test_operator_admin.py": 70,
     "tests/integration/test_kafka_idempotence.py": 55,

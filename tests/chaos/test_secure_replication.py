@@ -1,16 +1,16 @@
 """Replication, failover and the replication matrix with every listener SASL_SSL (issue
 27): one secure chaos cluster (3 brokers, 2 controllers; native, Kafka and REPLICATION
 listeners all SASL_SSL, the authorizer on, brokers and controllers logging in to each
-other with PLAIN, the chaos clients as `admin` with SCRAM-SHA-512), the replication
-link between brokers running through the link proxy with TLS end to end.
+other with PLAIN, the chaos clients as `admin` with SCRAM-SHA-512), the replication link
+between brokers running through the link proxy with TLS end to end.
 
 The cells are the plaintext ones, called on this cluster (not copies): one of each
 failure mode of the matrix (test_replication_matrix.py's `OVER_SASL_SSL`, which the
-plaintext module leaves to this one in `make test`), the leader <-> follower link
-cut, and the SIGKILL failovers of the leader and of the active controller
-(test_failover.py). Each asserts what the plaintext one does: no acknowledged record
-lost, none read at another offset, the replicas identical; the cells' summary table is
-this module's own.
+plaintext module leaves to this one in `make test`), the leader <-> follower link cut,
+and the SIGKILL failover of the active controller (test_failover.py; a leader's SIGKILL
+is the hard_bounce x leader cell here, and test_secure_listeners.py's failover). Each
+asserts what the plaintext one does: no acknowledged record lost, none read at another
+offset, the replicas identical; the cells' summary table is this module's own.
 """
 
 from __future__ import annotations
@@ -78,10 +78,6 @@ def failover_cluster(secure_cluster):
         create_topic(cluster, failover.TOPIC, failover.PARTITIONS, 3, **{"min.insync.replicas": 2})
     cluster.restore([failover.TOPIC])
     return cluster
-
-
-def test_leader_sigkill_failover_over_sasl_ssl(failover_cluster):
-    failover.test_sigkill_of_the_leader(failover_cluster, after_s=3.0)
 
 
 def test_controller_sigkill_failover_over_sasl_ssl(failover_cluster):

@@ -36,6 +36,7 @@ import pytest
 from broker.config import BrokerConfig
 from controller.config import ControllerConfig
 from server_common.properties import parse_overrides
+from server_common.security.credential_cache import ScramCredentialCache
 from tools.cli import build_parser
 from tools.cluster.launcher import (
     CONTROLLER_ID_BASE,
@@ -319,7 +320,9 @@ def test_secure_every_listener_is_sasl_ssl_and_the_authorizer_is_on(secure_serve
         controller = _controller_config(service)
         security = controller.listener_security()
         assert security.protocol == "SASL_SSL" and security.tls is not None, name
-        assert controller.sasl_factory() is not None, name  # the brokers' PLAIN logins
+        assert controller.sasl_factory(ScramCredentialCache()) is not None, (
+            name
+        )  # the brokers' PLAIN logins
 
 
 def test_secure_servers_read_the_security_volume_pki_fills_first(secure_compose):
