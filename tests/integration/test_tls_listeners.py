@@ -2,7 +2,9 @@
 PLAINTEXT and Kafka KAFKA for clients, INTERNAL for replication, the controller's) is SSL
 with `ssl.client.auth=required`; brokers and the controller show their own certificate
 to each other. Certificates come from a CA made here (trustme); another CA signs a
-certificate that must be refused in the handshake.
+certificate that must be refused in the handshake. The authorizer is on: a connection's
+principal is its certificate's subject (RFC 2253), the brokers' is a super user, alice's
+has ACLs on the topic, bob's (same CA) has none.
 
 The bounds of issue 13 keep working under TLS: `max.connections.per.ip` refuses a
 connection before its handshake, a connection that never handshakes is closed after
@@ -15,6 +17,7 @@ No timed assertions: every wait has a generous bound.
 from __future__ import annotations
 
 import contextlib
+import pathlib
 import socket
 import ssl
 import struct
@@ -23,11 +26,14 @@ import confluent_kafka
 import pytest
 import trio
 import trustme
+from cryptography import x509
 
 from client.admin import NewTopic, open_admin
+from client.admin.acls import Acl
 from client.consumer.consumer import open_consumer
 from client.producer.producer import open_producer
-from client.protocol.errors import TributaryError
+from client.protocol.acl_types import AclOperation, ResourceType
+from client.protocol.errors import ErrorCode, TributaryError
 from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
 from tests.integration.helpers import partition_state, wait_until
 from tests.support.hostile import ANSWER_BOUND_S, closed_by_peer, connect_raw
@@ -48,8 +54,9 @@ def pki(tmp_path_factory):
         str(directory / "broker.pem")
     )
     ca.cert_pem.write_to_path(str(directory / "ca.pem"))
-    alice = ca.issue_cert("alice@example.com", common_name="alice")
-    alice.private_key_and_cert_chain_pem.write_to_path(str(directory / "alice.pem"))
+    for user in ("alice", "bob"):
+        issued = ca.issue_cert(f"{user}@example.com", common_name=user)
+        issued.private_key_and_cert_chain_pem.write_to_path(str(directory / f"{user}.pem"))
     mallory = trustme.CA().issue_cert("mallory@example.com", common_name="mallory")
     mallory.private_key_and_cert_chain_pem.write_to_path(str(directory / "mallory.pem"))
     return directory
@@ -73,6 +80,8 @@ def tls_cluster(tmp_path_factory, pki):
             "connections.max.idle.ms": 3000,
             "max.connections.per.ip": PER_IP,
             "queued.max.request.bytes": POOL,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": principal(pki / "broker.pem"),
         },
         controller_overrides={
             **TEST_CONTROLLER_SETTINGS,
@@ -92,6 +101,13 @@ def tls_cluster(tmp_path_factory, pki):
         cluster.down(timeout_s=20)
 
 
+def principal(pem: pathlib.Path) -> str:
+    """The certificate's subject as Kafka's default principal builder names it, computed
+    by `cryptography` (RFC 4514, which is RFC 2253 for these attributes)."""
+    certificate = x509.load_pem_x509_certificate(pem.read_bytes())
+    return f"User:{certificate.subject.rfc4514_string()}"
+
+
 def mtls(pki, certificate: str = "alice.pem") -> dict:
     return {
         "security_protocol": "SSL",
@@ -101,8 +117,14 @@ def mtls(pki, certificate: str = "alice.pem") -> dict:
 
 
 async def _create_topic(cluster: LocalCluster, pki) -> None:
-    async with open_admin(cluster.state.bootstrap_servers, **mtls(pki)) as admin:
+    """As the brokers' certificate (a super user): the topic, and alice's ACLs on it."""
+    alice = principal(pki / "alice.pem")
+    acls = [
+        Acl(ResourceType.TOPIC, TOPIC, alice, op) for op in (AclOperation.WRITE, AclOperation.READ)
+    ]
+    async with open_admin(cluster.state.bootstrap_servers, **mtls(pki, "broker.pem")) as admin:
         assert await admin.create_topics([NewTopic(TOPIC, 1, 2)]) == {TOPIC: None}
+        assert await admin.create_acls(acls) == [None, None]
 
 
 def _port(cluster: LocalCluster) -> int:
@@ -176,6 +198,25 @@ def test_confluent_kafka_with_a_client_certificate(tls_cluster, pki):
             TOPIC, f"confluent-mtls-{i}".encode(), on_delivery=lambda e, m: e and failed.append(e)
         )
     assert producer.flush(60) == 0 and not failed
+
+
+def test_acls_match_the_certificates_principal(tls_cluster, pki):
+    """Alice's certificate may write (her ACLs name its subject); bob's, from the same
+    CA, authenticates but is refused TOPIC_AUTHORIZATION_FAILED and sees no topic."""
+    _round_trip(tls_cluster, pki, "alice-acl")
+
+    async def as_bob() -> tuple[TributaryError, list[str]]:
+        bootstrap = tls_cluster.state.bootstrap_servers
+        async with open_producer(bootstrap, **mtls(pki, "bob.pem")) as producer:
+            with pytest.raises(TributaryError) as refused:
+                await (await producer.send(TOPIC, b"bob")).wait()
+        async with open_admin(bootstrap, **mtls(pki, "bob.pem")) as admin:
+            topics = await admin.list_topics()
+        return refused.value, list(topics)
+
+    refused, topics = trio.run(as_bob)
+    assert refused.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert TOPIC not in topics
 
 
 @pytest.mark.parametrize("certificate", ["mallory.pem", None])
