@@ -46,9 +46,7 @@ fi
 if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
   say "installing the project and its test dependencies into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-  # --no-compile: bytecode is written on first import, for the modules used only (pyspark
-  # alone is thousands of files; compiling them all took ~15 s of a fresh setup).
-  if ! "$VENV/bin/python" -m pip install -q --no-compile -e '.[test]' >"$VENV/pip-install.log" 2>&1 ||
+  if ! "$VENV/bin/python" -m pip install -q -e '.[test]' >"$VENV/pip-install.log" 2>&1 ||
      ! "$VENV/bin/python" -c 'import trio, msgpack, kazoo, pyspark, pytest_trio, hypothesis'
   then
     grep -v '^WARNING: Location' "$VENV/pip-install.log" | tail -n 30
@@ -57,6 +55,13 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
   fi
   touch "$STAMP"
 fi
+
+# 1b. Bytecode for the project's own modules, brought up to date each time (~0.5 s). Where
+#     PYTHONDONTWRITEBYTECODE is set (as on these machines) imports never write it, and
+#     every broker, controller and CLI process would compile the ~300 modules it imports
+#     again: ~0.3 s of CPU per process start, minutes over the test suite.
+"$VENV/bin/python" -m compileall -q -j 0 broker client controller server_common tools spark \
+  tests >/dev/null || say "byte-compiling the project failed: it runs, only slower to start"
 
 # 2. ZooKeeper (the jar and its Class-Path dependencies) and a Java runtime.
 if [ ! -f "$ZK_JAR" ]; then
