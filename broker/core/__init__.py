@@ -26,6 +26,8 @@ Map:
 - `metadata_cache.py`: the cluster as the controller's UpdateMetadata describes it;
 - `assignment.py`: replica assignment for new topics and partitions;
   `partition_limits.py`: the partition-count limits CreateTopics/CreatePartitions check;
+- `rack_assignment.py`: rack-aware replica assignment (alternating racks) and the
+  choice between it and the rack-unaware one;
 - `scram_users.py`: users' SCRAM credentials as the KIP-554 admin APIs check, change
   and describe them;
 - `producer_ids.py`: idempotent producers' ids, from blocks claimed in ZooKeeper;

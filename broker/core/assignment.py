@@ -18,7 +18,7 @@ class AssignmentError(ValueError):
     pass
 
 
-def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+def replica_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
 
@@ -52,7 +52,7 @@ def assign_replicas(
         first = (partition + start) % n
         replicas = [ordered[first]]
         replicas += [
-            ordered[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
+            ordered[replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
         ]
         assignment[partition] = replicas
     return assignment

@@ -3,7 +3,8 @@ writes, as Kafka 2.x's admin did.
 
 How it works: CreateTopics validates each topic (name, partitions, replication factor
 against the live brokers in /brokers/ids, configs against the topic config names, or a
-given assignment), computes the assignment (`core/assignment.py`), writes
+given assignment), computes the assignment (`core/rack_assignment.py`: rack-aware when
+the live brokers have racks, unless the request disables it), writes
 /config/topics/<t> and then /brokers/topics/<t> with a new random topic id (KIP-516);
 the controller does the rest. The response waits (up to the request's timeout) until
 this broker's metadata cache shows every partition with a leader, so a client can
@@ -26,11 +27,12 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from broker.core.assignment import AssignmentError, assign_replicas, validate_assignment
+from broker.core.assignment import AssignmentError, validate_assignment
 from broker.core.log.config import LogConfig
 from broker.core.log.errors import ConfigError
 from broker.core.metadata_cache import MetadataCache
 from broker.core.partition_limits import LimitProblem, PartitionBudget, PartitionLimits
+from broker.core.rack_assignment import choose_assignment
 from broker.handlers.metadata_changes import MetadataChanges
 from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import messages as m
@@ -124,7 +126,8 @@ class TopicHandlers:
 
     # -- CreateTopics -------------------------------------------------------------------
     async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
-        live = await self.gateway.live_broker_ids()
+        live = await self.gateway.live_broker_racks()  # broker id -> rack
+        rack_aware = not request.disable_rack_aware
         results: dict[str, m.CreateTopicsResponseTopic] = {}
         created: dict[str, int] = {}
         names = [t.name for t in request.topics]
@@ -136,7 +139,9 @@ class TopicHandlers:
                 )
                 continue
             try:
-                assignment, config, log_config = await self._plan_topic(topic, live, budget)
+                assignment, config, log_config = await self._plan_topic(
+                    topic, live, budget, rack_aware
+                )
                 budget.take(assignment)
                 topic_id = ZERO_TOPIC_ID
                 if not request.validate_only:
@@ -198,7 +203,11 @@ class TopicHandlers:
         )
 
     async def _plan_topic(
-        self, topic: m.CreateTopicsTopic, live: set[int], budget: PartitionBudget
+        self,
+        topic: m.CreateTopicsTopic,
+        live: dict[int, str | None],
+        budget: PartitionBudget,
+        rack_aware: bool,
     ) -> tuple[dict[int, list[int]], dict[str, str], LogConfig]:
         if (problem := topic_name_problem(topic.name)) is not None:
             raise TopicProblem(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -220,7 +229,7 @@ class TopicHandlers:
             log_config = LogConfig.from_properties(config, defaults)
         except ConfigError as exc:
             raise TopicProblem(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        assignment, config = self._assign(topic, live, config, budget)
+        assignment, config = self._assign(topic, live, config, budget, rack_aware)
         if "min.insync.replicas" in config:
             rf = min(len(replicas) for replicas in assignment.values())
             if (problem := min_isr_problem(log_config.min_insync_replicas, rf)) is not None:
@@ -230,9 +239,10 @@ class TopicHandlers:
     def _assign(
         self,
         topic: m.CreateTopicsTopic,
-        live: set[int],
+        live: dict[int, str | None],
         config: dict[str, str],
         budget: PartitionBudget,
+        rack_aware: bool,
     ) -> tuple[dict[int, list[int]], dict[str, str]]:
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -242,7 +252,7 @@ class TopicHandlers:
                 )
             assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
             _raise_limit(budget.problem_before_assignment(len(assignment), 0, ()))
-            if (problem := validate_assignment(assignment, live)) is not None:
+            if (problem := validate_assignment(assignment, set(live))) is not None:
                 raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
             _raise_limit(budget.problem_after_assignment(assignment))
             return assignment, config
@@ -267,7 +277,9 @@ class TopicHandlers:
         # 2^31-1 partitions): see core/partition_limits.py.
         _raise_limit(budget.problem_before_assignment(partitions, rf, sorted(live)))
         try:
-            assignment = assign_replicas(partitions, rf, sorted(live))
+            # Kafka's assignReplicasToBrokers: rack-aware when every live broker has a
+            # rack (refused when only some have), unless the request disables it.
+            assignment = choose_assignment(partitions, rf, live, rack_aware=rack_aware)
         except AssignmentError as exc:
             raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
         _raise_limit(budget.problem_after_assignment(assignment))
@@ -292,7 +304,7 @@ class TopicHandlers:
         assignment to /brokers/topics/<t>; the controller notices the new partitions and
         brings them online. The answer waits until this broker's metadata shows them all
         with leaders (or the timeout)."""
-        live = await self.gateway.live_broker_ids()
+        live = await self.gateway.live_broker_racks()  # broker id -> rack
         budget = self._partition_budget()
         names = [t.name for t in request.topics]
         results: dict[str, tuple[ErrorCode, str | None]] = {}
@@ -332,7 +344,7 @@ class TopicHandlers:
     async def _add_partitions(
         self,
         topic: m.CreatePartitionsTopic,
-        live: set[int],
+        live: dict[int, str | None],
         budget: PartitionBudget,
         validate_only: bool,
     ) -> int:
@@ -383,7 +395,7 @@ class TopicHandlers:
                         f"Duplicate brokers not allowed in replica assignment: {replicas} "
                         f"for partition {partition}.",
                     )
-                unknown = sorted(set(replicas) - live)
+                unknown = sorted(set(replicas) - set(live))
                 if unknown:
                     raise TopicProblem(
                         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -403,9 +415,7 @@ class TopicHandlers:
             # replica sits among the brokers, the partition ids follow the existing ones.
             start = next((i for i, b in enumerate(brokers) if b >= first), 0)
             try:
-                new = assign_replicas(
-                    adding, rf, brokers, start_index=start, first_partition_id=old
-                )
+                new = choose_assignment(adding, rf, live, start_index=start, first_partition_id=old)
             except AssignmentError as exc:
                 raise TopicProblem(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
         _raise_limit(budget.problem_after_assignment(new))

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import trio
 import trio.lowlevel
 
-from broker.core.assignment import AssignmentError, assign_replicas
+from broker.core.assignment import AssignmentError
 from broker.core.delayed_produce import ProduceResult
 from broker.core.group.coordinator import (
     Done,
@@ -34,6 +34,7 @@ from broker.core.group.coordinator import (
     Records,
 )
 from broker.core.group.offsets_topic import OFFSETS_TOPIC
+from broker.core.rack_assignment import choose_assignment
 from broker.core.replica_manager import ReplicaManager
 from broker.zookeeper.gateway import BrokerZkGateway
 from client.protocol import records as rec
@@ -216,12 +217,12 @@ class GroupService:
         try:
             if await self.gateway.topic_exists(OFFSETS_TOPIC):
                 return
-            live = sorted(await self.gateway.live_broker_ids())
+            live = await self.gateway.live_broker_racks()  # broker id -> rack
             if not live:
                 return
             rf = min(self.replication_factor, len(live))
             partitions = self.coordinator.config.offsets_partitions
-            assignment = assign_replicas(partitions, rf, live)
+            assignment = choose_assignment(partitions, rf, live)
             config = {
                 "cleanup.policy": "compact",
                 "segment.bytes": str(self.segment_bytes),

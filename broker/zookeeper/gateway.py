@@ -123,6 +123,21 @@ class BrokerZkGateway:
         children = await self.zk.get_children_or_empty(zkdata.BROKERS_IDS)
         return {int(c) for c in children if c.isdigit()}
 
+    async def live_broker_racks(self) -> dict[int, str | None]:
+        """Each live broker's rack (`broker.rack`, None if it has none), from its
+        registration in /brokers/ids, as replica assignment needs them."""
+        racks: dict[int, str | None] = {}
+        for broker_id in sorted(await self.live_broker_ids()):
+            found = await self.zk.get_or_none(zkdata.broker_path(broker_id))
+            if found is None:
+                continue  # gone since the listing
+            try:
+                registration = zkdata.BrokerRegistration.decode(broker_id, found[0])
+            except zkdata.ZkDataError:
+                continue
+            racks[broker_id] = registration.rack or None
+        return racks
+
     # -- replication ---------------------------------------------------------------------
     async def write_isr(self, tp: TopicPartition, state: zkdata.LeaderAndIsr) -> IsrUpdateOutcome:
         """The leader's ISR change as a conditional set on the partition state znode."""

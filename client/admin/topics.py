@@ -32,8 +32,10 @@ class TopicAdmin(AdminBase):
         *,
         timeout_ms: float | None = None,
         validate_only: bool = False,
+        disable_rack_aware: bool = False,
     ) -> dict[str, TributaryError | None]:
-        """Create topics; the broker answers once their leaders exist (or the timeout)."""
+        """Create topics; the broker answers once their leaders exist (or the timeout).
+        `disable_rack_aware` assigns replicas ignoring the brokers' racks."""
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
         request = m.CreateTopicsRequest(
             topics=[
@@ -53,6 +55,7 @@ class TopicAdmin(AdminBase):
             ],
             timeout_ms=int(timeout_ms),
             validate_only=validate_only,
+            disable_rack_aware=disable_rack_aware,
         )
         response = await self._request_any(request, timeout_ms)
         self.metadata.request_update()

@@ -100,6 +100,7 @@ class ProcessStatus:
     port: int
     state: str  # running | paused | stopped
     registered: bool | None = None
+    rack: str | None = None  # a broker's broker.rack
 
 
 def _pid_state(pid: int | None) -> str:
@@ -147,10 +148,13 @@ class LocalCluster:
         metrics: bool = True,
         internal_listener: bool = False,
         secure: bool = False,
+        racks: list[str] | None = None,
     ):
         """`internal_listener`: brokers talk among themselves (and the controller to
         them) on a listener of their own (see `_broker_listeners`). `secure`: every
-        listener SASL_SSL and the authorizer on (`secure.py`), for a new cluster."""
+        listener SASL_SSL and the authorizer on (`secure.py`), for a new cluster.
+        `racks`: broker i's `broker.rack` is racks[(i - 1) % len(racks)] (a new cluster
+        keeps them in its state, so restarted brokers keep their rack)."""
         self.directory = Path(directory).resolve()
         self.secure = secure
         self.internal_listener = internal_listener
@@ -160,6 +164,7 @@ class LocalCluster:
         self.broker_overrides = dict(broker_overrides or {})
         self.controller_overrides = dict(controller_overrides or {})
         self.metrics = metrics
+        self.racks = list(racks or [])
         self.state: ClusterState | None = ClusterState.load(self.directory)
 
     # -- queries -------------------------------------------------------------------
@@ -220,6 +225,7 @@ class LocalCluster:
                 "brokers": self.broker_count,
                 "controllers": self.controller_count,
                 "secure": self.secure,
+                "racks": self.racks,
             },
         )
         self.state = state
@@ -303,6 +309,11 @@ class LocalCluster:
         password = files.passwords[secure.ADMIN_USER]
         run_blocking(lambda: secure.write_admin_credential(connect, password))
 
+    def rack_of(self, broker_id: int) -> str | None:
+        """The rack broker `broker_id` is given (None: the cluster has no racks)."""
+        racks = self._require_state().settings.get("racks") or []
+        return racks[(broker_id - 1) % len(racks)] if racks else None
+
     def _write_config(self, info: ProcessInfo) -> None:
         if info.role == "zookeeper" or info.config_path is None:
             return
@@ -318,6 +329,7 @@ class LocalCluster:
                 "metrics.port": info.metrics_port if info.metrics_port else -1,
                 **LOCAL_BROKER_SETTINGS,
                 **(secure.broker_settings(files, self.internal_listener) if files else {}),
+                **({"broker.rack": rack} if (rack := self.rack_of(info.id)) else {}),
                 **self.broker_overrides,
             }
         else:
@@ -517,7 +529,15 @@ class LocalCluster:
     def status(self) -> dict:
         state = self._require_state()
         processes = [
-            ProcessStatus(p.name, p.role, p.id, p.pid, p.port, _pid_state(p.pid))
+            ProcessStatus(
+                p.name,
+                p.role,
+                p.id,
+                p.pid,
+                p.port,
+                _pid_state(p.pid),
+                rack=self.rack_of(p.id) if p.role == "broker" else None,
+            )
             for p in state.processes
         ]
         result: dict = {
@@ -546,6 +566,8 @@ class LocalCluster:
         for p in result["processes"]:
             if p["role"] == "broker":
                 p["registered"] = p["id"] in registered
+                if p["registered"]:  # the rack it registered with
+                    p["rack"] = view.brokers[p["id"]].rack
         result["active_controller"] = view.controller_id
         result["controller_epoch"] = view.controller_epoch
         result["registered_brokers"] = sorted(registered)

@@ -120,6 +120,7 @@ class ClusterSnapshot:
     # why the groups could not be listed this time (the section shows "?").
     groups: tuple[GroupSnapshot, ...] | None = None
     groups_error: str | None = None
+    racks: Mapping[int, str] = field(default_factory=dict)  # registered broker id -> rack
 
     def brokers_in(self, state: str) -> list[int]:
         return sorted(b for b, s in self.brokers.items() if s == state)
@@ -223,6 +224,7 @@ def build_snapshot(
         partitions=tuple(partitions),
         groups=None if groups is None else tuple(groups),
         groups_error=groups_error,
+        racks={b: r.rack for b, r in view.brokers.items() if r.rack},
     )
 
 
@@ -275,6 +277,11 @@ def unavailable_snapshot(error: str, *, taken_at_ms: int, zookeeper: str) -> Clu
 
 
 # -- events ---------------------------------------------------------------------------------
+def _racked(ids: Iterable[int], racks: Mapping[int, str]) -> str:
+    """Broker ids with their racks when they have one: `1(a),2(b)`."""
+    return ",".join(f"{b}({racks[b]})" if b in racks else str(b) for b in ids)
+
+
 def _ids(ids: Iterable[int]) -> str:
     ids = list(ids)
     return ",".join(str(i) for i in ids) if ids else "none"
@@ -560,12 +567,12 @@ def _header(snapshot: ClusterSnapshot, shown: Sequence[PartitionSnapshot], hidde
     silent = snapshot.brokers_in(BROKER_NOT_ANSWERING)
     down = snapshot.brokers_in(BROKER_DOWN)
     text.append("brokers up: ")
-    text.append(_ids(up) if up else "none", style="green" if up else "red")
+    text.append(_racked(up, snapshot.racks) if up else "none", style="green" if up else "red")
     text.append("   down: ")
     text.append(_ids(down) if down else "none", style="red" if down else "")
     if silent:
         text.append("   not answering: ")
-        text.append(_ids(silent), style="yellow")
+        text.append(_racked(silent, snapshot.racks), style="yellow")
     text.append("\n")
     if snapshot.controller_id is None:
         text.append("controller: none", style="red")

@@ -48,6 +48,12 @@ def register(subparsers) -> None:
         help="every listener SASL_SSL (a CA of its own), the authorizer on, an admin user "
         "whose client properties are <dir>/admin.properties",
     )
+    up.add_argument(
+        "--racks",
+        default=None,
+        metavar="A,B,C",
+        help="broker i's broker.rack is the ((i-1) mod n)-th of these (a new cluster)",
+    )
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(handler=_up)
 
@@ -128,6 +134,9 @@ def _guard(fn):
 def _up(args) -> int:
     if args.brokers < 1 or args.controllers < 0:
         raise CliError("need at least one broker and zero or more controllers", 2)
+    racks = [r.strip() for r in args.racks.split(",")] if args.racks is not None else []
+    if args.racks is not None and not all(racks):
+        raise CliError(f"--racks: give rack names separated by commas, got {args.racks!r}", 2)
     cluster = _cluster(
         args,
         brokers=args.brokers,
@@ -135,6 +144,7 @@ def _up(args) -> int:
         base_port=args.base_port or None,
         broker_overrides=parse_overrides(args.override),
         secure=args.secure,
+        racks=racks,
     )
     was_running = cluster.running()
     state = cluster.up(timeout_s=args.timeout)
@@ -147,6 +157,8 @@ def _up(args) -> int:
     print(f"  zookeeper:  {state.zookeeper_connect}")
     for info in state.processes:
         extra = f", metrics :{info.metrics_port}" if info.metrics_port else ""
+        if info.role == "broker" and (rack := cluster.rack_of(info.id)):
+            extra += f", rack {rack}"
         print(f"  {info.name:<16} pid {info.pid}, port {info.port}{extra}, log {info.log_path}")
     print(f"bootstrap servers: {state.bootstrap_servers}")
     if state.kafka_bootstrap_servers:
@@ -200,7 +212,7 @@ def _status(args) -> int:
         )
         print(
             f" {marker}{p['name']:<16} {p['state']:<8} pid {p['pid'] or '-':<8} "
-            f"port {p['port']}{reg}"
+            f"port {p['port']}{reg}" + (f"  rack {p['rack']}" if p.get("rack") else "")
         )
     print(f"bootstrap servers: {status['bootstrap_servers']}")
     if status.get("kafka_bootstrap_servers"):

@@ -50,6 +50,11 @@ def register(subparsers) -> None:
         help="replicas per partition (partition 0 first), instead of the two options above",
     )
     create.add_argument("--if-not-exists", action="store_true", help="no error if it exists")
+    create.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="assign replicas without regard to the brokers' racks",
+    )
     add_bootstrap_option(create)
     create.set_defaults(handler=_create)
 
@@ -161,7 +166,8 @@ def _create(args: argparse.Namespace) -> int:
                 configs,
                 assignment,
             )
-            return (await admin.create_topics([topic])).get(args.name)
+            created = await admin.create_topics([topic], disable_rack_aware=args.disable_rack_aware)
+            return created.get(args.name)
 
     error = run_async(create)
     if error is not None:
@@ -195,11 +201,13 @@ def _list(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
 
-    async def describe() -> list[TopicDescription]:
+    async def describe() -> tuple[list[TopicDescription], dict[int, str | None]]:
         async with open_admin(bootstrap, **client_options(args)) as admin:
-            return await admin.describe_topics(None if args.name is None else [args.name])
+            topics = await admin.describe_topics(None if args.name is None else [args.name])
+            cluster = await admin.describe_cluster()
+            return topics, {b.node_id: b.rack for b in cluster.brokers}
 
-    topics = run_async(describe)
+    topics, racks = run_async(describe)
     only_filtered = args.under_replicated_partitions or args.unavailable_partitions
 
     def wanted(p) -> bool:
@@ -210,7 +218,7 @@ def _describe(args: argparse.Namespace) -> int:
         )
 
     if args.json:
-        print(json.dumps([_topic_json(t, wanted) for t in topics], indent=2))
+        print(json.dumps([_topic_json(t, wanted, racks) for t in topics], indent=2))
         return 0
     out = sys.stdout
     for topic in topics:
@@ -220,7 +228,7 @@ def _describe(args: argparse.Namespace) -> int:
         if not only_filtered:
             out.write(format_topic_line(topic) + "\n")
         for p in partitions:
-            out.write(format_partition_line(topic.name, p) + "\n")
+            out.write(format_partition_line(topic.name, p, racks) + "\n")
     return 0
 
 
@@ -233,7 +241,9 @@ def format_topic_line(topic: TopicDescription) -> str:
     )
 
 
-def format_partition_line(topic: str, p) -> str:
+def format_partition_line(topic: str, p, racks: dict[int, str | None] | None = None) -> str:
+    """kafka-topics' partition line; with `racks` (broker id -> rack) of which any is
+    set, each replica's rack too (`-`: a broker without a rack or not alive)."""
     leader = str(p.leader) if p.leader >= 0 else "none"
     line = (
         f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
@@ -243,6 +253,8 @@ def format_partition_line(topic: str, p) -> str:
         line += f"\tOffline: {_ids(p.offline_replicas)}"
     if p.under_replicated:
         line += "\tUnderReplicated: true"
+    if racks and any(racks.values()):
+        line += "\tRacks: " + ",".join(racks.get(b) or "-" for b in p.replicas)
     return line
 
 
@@ -250,7 +262,7 @@ def _ids(ids) -> str:
     return ",".join(str(i) for i in ids)
 
 
-def _topic_json(topic: TopicDescription, wanted) -> dict:
+def _topic_json(topic: TopicDescription, wanted, racks: dict[int, str | None]) -> dict:
     return {
         "topic": topic.name,
         "topic_id": topic.topic_id_text,
@@ -264,6 +276,7 @@ def _topic_json(topic: TopicDescription, wanted) -> dict:
                 "leader": p.leader if p.leader >= 0 else None,
                 "leader_epoch": p.leader_epoch,
                 "replicas": list(p.replicas),
+                "replica_racks": [racks.get(b) for b in p.replicas],
                 "isr": list(p.isr),
                 "offline_replicas": list(p.offline_replicas),
                 "under_replicated": p.under_replicated,

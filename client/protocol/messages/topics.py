@@ -45,6 +45,8 @@ class CreateTopicsRequest:
     topics: list[CreateTopicsTopic]
     timeout_ms: int
     validate_only: bool = False
+    # kafka-topics.sh's --disable-rack-aware: assign as if no broker had a rack.
+    disable_rack_aware: bool = False
 
 
 @struct
