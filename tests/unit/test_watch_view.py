@@ -549,3 +549,20 @@ def test_watch_once_with_zookeeper_down_fails_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: cannot read ZooKeeper at 127.0.0.1:{port}")
     assert "\n" not in err
+
+
+def test_header_shows_each_registered_brokers_rack():
+    view = ClusterView(
+        brokers={
+            1: zkdata.BrokerRegistration(1, "127.0.0.1", 9092, rack="a"),
+            2: zkdata.BrokerRegistration(2, "127.0.0.1", 9093, rack="b"),
+            3: zkdata.BrokerRegistration(3, "127.0.0.1", 9094),
+        }
+    )
+    snap = build_snapshot(
+        view, {1: {}, 2: None, 3: {}}, taken_at_ms=T0, zookeeper=ZK, known_brokers=[1, 2, 3, 4]
+    )
+    text = render_to_string(snap)
+    assert "brokers up: 1(a),3 " in text
+    assert "down: 4" in text
+    assert "not answering: 2(b)" in text
