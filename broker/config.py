@@ -83,7 +83,7 @@ BROKER_CONFIG = ConfigDef(
             "msgpack protocol, the default for unmapped names) or kafka (Kafka's binary "
             "protocol, for Kafka clients); the inter-broker listener must be tributary",
         ),
-        ConfigKey("broker.rack", "str", "", "rack id (informational)"),
+        ConfigKey("broker.rack", "str", "", "rack id (rack-aware replica assignment)"),
         ConfigKey("log.dirs", "str", "/tmp/tributary-logs", "the log directory"),
         ConfigKey("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string"),
         ConfigKey("zookeeper.session.timeout.ms", "int", 18_000, "ZooKeeper session timeout"),

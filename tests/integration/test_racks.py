@@ -149,3 +149,11 @@ def test_disable_rack_aware_still_creates(cli: CLI) -> None:
     layout = partitions(cli, "unracked")
     assert sorted(layout) == list(range(6))
     assert all(len(set(p["replicas"])) == 2 for p in layout.values())
+
+
+def test_added_partitions_span_all_racks_too(cli: CLI) -> None:
+    cli("topics", "alter", TOPIC, "--partitions", "18")
+    layout = partitions(cli, TOPIC)
+    assert sorted(layout) == list(range(18))
+    for p in layout.values():
+        assert {rack_of(b) for b in p["replicas"]} == set(RACKS), p
