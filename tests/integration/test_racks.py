@@ -48,7 +48,8 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CLI]:
         )
         if check:
             assert result.returncode == 0, (args, result.stdout, result.stderr)
-        return result.stdout
+            return result.stdout
+        return f"exit {result.returncode}: {result.stdout}{result.stderr}"
 
     pids: list[int] = []
     try:
@@ -88,6 +89,10 @@ def test_brokers_register_with_their_racks(cli: CLI) -> None:
     brokers = [p for p in status(cli)["processes"] if p["role"] == "broker"]
     assert {p["id"]: p["rack"] for p in brokers} == {b: rack_of(b) for b in range(1, 7)}
     assert all(p["registered"] for p in brokers)
+    assert "rack a" in cli("cluster", "status")
+    # Racks belong to the cluster as it was made: other racks are refused, not ignored.
+    refused = cli("cluster", "up", "--racks", "x,y", check=False)
+    assert refused.startswith("exit 1") and "has racks" in refused, refused
 
 
 def test_rf3_partitions_span_all_racks_and_survive_a_rack_failure(cli: CLI) -> None:

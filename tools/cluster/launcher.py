@@ -203,6 +203,16 @@ class LocalCluster:
                 f"the cluster at {self.directory} is not a secure one: "
                 "`tributary cluster down --delete-data` it first, or use another --dir"
             )
+        if (
+            self.state is not None
+            and self.racks
+            and self.racks != (self.state.settings.get("racks") or [])
+        ):
+            raise LauncherError(
+                f"the cluster at {self.directory} has racks "
+                f"{self.state.settings.get('racks') or 'none'}: racks are given when a cluster "
+                "is made (`tributary cluster down --delete-data` it first, or use another --dir)"
+            )
         if self.state is not None and all(process_alive(p.pid) for p in self.state.processes):
             return self.state
         if self.state is not None:
