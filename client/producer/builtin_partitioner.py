@@ -5,11 +5,14 @@ How it works (sans-IO: no clock, no sockets; randomness injected):
 - an explicit partition wins; a keyed record goes to murmur2's partition
   (client/producer/partitioner.py), unless `partitioner.ignore.keys` is on;
 - a keyless record goes to its topic's sticky partition. `on_appended(topic, partition,
-  nbytes, batch_full)` counts the bytes produced to it; once `batch_size` bytes went
-  there (Kafka's rule), or its batch is full (cannot take another record of that size:
-  so that a batch does not end with one record, which Kafka avoids with a rule of its
-  own), the next record gets a new sticky partition. A batch that is sent does not move
-  the sticky partition (Kafka 2.8's `on_new_batch` did; kept here for its callers);
+  nbytes, batch_full)` counts the bytes produced to it (a new batch's header included);
+  once `batch_size` bytes went there and its open batch is full, or `2 * batch_size`
+  bytes went there whatever the batch, the next record gets a new sticky partition
+  (Kafka's rule). A record its open batch cannot take moves it too once `batch_size`
+  bytes went there (`on_batch_full`: Kafka's "all batches full" check, so that the
+  partition is not left with a batch of one record); before that, a new batch opens
+  there. A batch being sent does not move it (Kafka 2.8's `on_new_batch` did; kept here
+  for callers of that partitioner);
 - the next partition: when adaptive partitioning is on and the accumulator has given
   load statistics (`update_load_stats`: each available partition's queue length, in
   batches), a random pick weighted by `max + 1 - queue length` (Kafka's cumulative
@@ -116,14 +119,27 @@ class BuiltInPartitioner:
         available: Sequence[int],
         batch_full: bool = False,
     ) -> None:
-        """`nbytes` went to the sticky `partition`: switch once `batch_size` bytes did,
-        or its batch cannot take another such record (`batch_full`)."""
+        """`nbytes` went to the sticky `partition` (whose open batch is now `batch_full`):
+        switch once `batch_size` bytes did and the batch is full, or twice that did."""
         if self._sticky.get(topic) != partition:
             return
         produced = self._produced.get(topic, 0) + nbytes
         self._produced[topic] = produced
-        if produced >= self.config.batch_size or batch_full:
+        if produced >= 2 * self.config.batch_size or (
+            batch_full and produced >= self.config.batch_size
+        ):
             self._switch(topic, num_partitions, available, previous=partition)
+
+    def on_batch_full(
+        self, topic: str, partition: int, num_partitions: int, available: Sequence[int]
+    ) -> int:
+        """The open batch of the sticky `partition` cannot take the next record: move on
+        if `batch_size` bytes went there, else stay (a new batch opens there)."""
+        if self._sticky.get(topic) != partition:
+            return partition
+        if self._produced.get(topic, 0) < self.config.batch_size:
+            return partition
+        return self._switch(topic, num_partitions, available, previous=partition)
 
     def on_new_batch(
         self, topic: str, previous: int, num_partitions: int, available: Sequence[int]
@@ -157,6 +173,12 @@ class BuiltInPartitioner:
         if not self.config.adaptive_partitioning_enable:
             return
         self._stats[topic] = LoadStats.of(queue_sizes, complete)
+
+    def sticky_bytes_left(self, topic: str) -> int:
+        """Bytes the sticky partition takes before it must move on (twice `batch_size`
+        in all): a run of records (`send_many`) stops there, as one record at a time
+        would."""
+        return 2 * self.config.batch_size - self._produced.get(topic, 0)
 
     def load_stats(self, topic: str) -> LoadStats | None:
         return self._stats.get(topic)

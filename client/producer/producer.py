@@ -363,9 +363,14 @@ class Producer:
             if not sticky:
                 batch.movable = False
             return batch
-        if sticky and self._builtin is None:  # Kafka 2.8: a new batch moves on
+        if sticky:
             available = self.metadata.cluster.available_partitions(topic)
-            partition = self.partitioner.on_new_batch(topic, partition, num_partitions, available)
+            if self._builtin is not None:  # KIP-794: moves on after batch_size bytes
+                partition = self._builtin.on_batch_full(topic, partition, num_partitions, available)
+            else:  # Kafka 2.8: a new batch moves on
+                partition = self.partitioner.on_new_batch(
+                    topic, partition, num_partitions, available
+                )
             batch = acc.open_batch(tps[partition], size)
             if batch is not None:
                 return batch
@@ -374,15 +379,12 @@ class Producer:
         batch.movable = sticky
         return batch
 
-    def _appended(
-        self, topic: str, batch: ProducerBatch, before: int, last: int, num_partitions: int
-    ) -> None:
+    def _appended(self, topic: str, batch: ProducerBatch, before: int, num_partitions: int) -> None:
         """KIP-794: sticky keyless records went to `batch`'s partition (its size was
-        `before`; a new batch's header counts too, as in Kafka; the last record was
-        `last` bytes)."""
+        `before`; a new batch's header counts too, as in Kafka)."""
         if self._builtin is not None:
             nbytes = batch.size - before + (BATCH_OVERHEAD if before == BATCH_OVERHEAD else 0)
-            full = batch.size + last > self.accumulator.config.batch_size
+            full = batch.size >= self.accumulator.config.batch_size  # Kafka's isFull
             available = self.metadata.cluster.available_partitions(topic)
             self._builtin.on_appended(
                 topic, batch.tp.partition, nbytes, num_partitions, available, full
@@ -407,7 +409,7 @@ class Producer:
         before = batch.size
         handle = self.accumulator.append(batch, key, value, timestamp_ms, headers, size)
         if sticky:
-            self._appended(topic, batch, before, size, num_partitions)
+            self._appended(topic, batch, before, num_partitions)
         if batch.size >= self.accumulator.config.batch_size:
             self.sender.wake()
         return handle
@@ -452,12 +454,14 @@ class Producer:
                 chosen = partition
             batch = self._batch_for(topic, chosen, size, num_partitions, sticky)
             limit = min(batch_size - batch.size, self.buffer_memory - acc.used_bytes)
+            if sticky and self._builtin is not None:  # stop where send() would move on
+                header = BATCH_OVERHEAD if not batch.values else 0
+                limit = min(limit, self._builtin.sticky_bytes_left(topic) - header)
             stop = start + max(1, columns.fit(start, limit))
             before = batch.size
             handles._add(batch, acc.extend(batch, columns, start, stop), stop - start)
             if sticky:
-                last = columns.size(stop - 1, stop)
-                self._appended(topic, batch, before, last, num_partitions)
+                self._appended(topic, batch, before, num_partitions)
             start = stop
             if batch.size >= batch_size:
                 self.sender.wake()

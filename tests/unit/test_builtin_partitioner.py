@@ -62,22 +62,35 @@ def test_ignore_keys_makes_keyed_records_sticky():
 @settings(max_examples=200, deadline=None)
 @given(
     batch_size=st.integers(100, 5_000),
-    sizes=st.lists(st.integers(1, 2_000), min_size=1, max_size=60),
+    appends=st.lists(st.tuples(st.integers(1, 2_000), st.booleans()), min_size=1, max_size=60),
 )
-def test_the_sticky_partition_switches_once_batch_size_bytes_went_to_it(batch_size, sizes):
+def test_the_sticky_partition_switches_after_batch_size_bytes(batch_size, appends):
+    """Once batch_size bytes went to it and its batch is full, or twice that went."""
     partitioner = BuiltInPartitioner(PartitionerConfig(batch_size=batch_size), Cycling())
     available = [0, 1, 2]
     produced = 0
     expected = partitioner.partition("t", None, 3, available)
-    for size in sizes:
+    for size, full in appends:
         partition = partitioner.partition("t", None, 3, available)
         assert partition == expected
-        partitioner.on_appended("t", partition, size, 3, available)
+        partitioner.on_appended("t", partition, size, 3, available, batch_full=full)
         produced += size
-        if produced >= batch_size:  # switched: the next record goes elsewhere
+        if produced >= 2 * batch_size or (full and produced >= batch_size):
             expected = partitioner.partition("t", None, 3, available)
-            assert expected != partition
+            assert expected != partition  # switched: the next record goes elsewhere
             produced = 0
+
+
+def test_a_full_batch_moves_the_sticky_partition_only_after_batch_size_bytes():
+    partitioner = BuiltInPartitioner(PartitionerConfig(batch_size=1000), Cycling())
+    every = [0, 1, 2]
+    first = partitioner.partition("t", None, 3, every)
+    partitioner.on_appended("t", first, 900, 3, every)
+    assert partitioner.on_batch_full("t", first, 3, every) == first  # a new batch there
+    partitioner.on_appended("t", first, 100, 3, every)  # 1000 bytes, the batch not full
+    assert partitioner.partition("t", None, 3, every) == first
+    moved = partitioner.on_batch_full("t", first, 3, every)
+    assert moved != first and partitioner.partition("t", None, 3, every) == moved
 
 
 @settings(max_examples=200, deadline=None)
@@ -94,7 +107,7 @@ def test_an_unavailable_partition_is_never_picked_while_another_is(queues, unava
     picks = set()
     for _ in range(30):
         partition = partitioner.partition("t", None, 12, every)
-        partitioner.on_appended("t", partition, 1, 12, every)  # switches after each record
+        partitioner.on_appended("t", partition, 1, 12, every, batch_full=True)  # switch
         picks.add(partition)
     if usable:
         assert picks <= {p for p, _ in usable}
