@@ -161,8 +161,10 @@ class RecordAccumulator:
                 nodes.add(leader.leader)
             else:
                 next_check = min(next_check, ready_at)
-        if self.partitioner is not None and self.partitioner.config.adaptive_partitioning_enable:
-            self._update_load_stats(self.partitioner, cluster, now_ms)
+        partitioner = self.partitioner
+        if partitioner is not None and partitioner.config.adaptive_partitioning_enable:
+            if any(self.node_unavailable(node) for node in self.node_ready_ms):
+                self._steer_away(partitioner, cluster)
         return ReadyCheck(nodes, next_check, unknown, frozenset(blocked - nodes))
 
     # --- KIP-794: leaders' queues and availability -------------------------------------
@@ -186,35 +188,38 @@ class RecordAccumulator:
             return False
         return self.node_ready_ms[node] - self.node_drain_ms[node] > timeout
 
-    def _update_load_stats(
-        self, partitioner: BuiltInPartitioner, cluster: ClusterView, now_ms: float
-    ) -> None:
-        """Each topic with queues: the queue length of every partition that has an
-        available leader, for the partitioner; never-sent batches of sticky keyless
-        records on an unavailable leader move to an available partition (a partition
-        without a queue counts as an empty queue, where Kafka waits until every
-        partition has had one)."""
-        topics = {tp.topic for tp in self.queues}
-        for topic in topics:
-            parts = cluster.partitions_for(topic)
-            if not parts:
+    def queue_sizes(
+        self, cluster: ClusterView, topic: str
+    ) -> tuple[list[tuple[int, int]], list[TopicPartition]]:
+        """`(partition, queue length)` of each partition of `topic` whose leader is
+        available (a partition without a queue counts as an empty queue, where Kafka
+        waits until every partition has had one), and the partitions left out (no
+        leader, or one not drained for `availability_timeout_ms`)."""
+        parts = cluster.partitions_for(topic) or []
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != len(parts):
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in parts]
+        sizes: list[tuple[int, int]] = []
+        left_out: list[TopicPartition] = []
+        check = self.config.availability_timeout_ms > 0
+        for tp in tps:
+            leader = cluster.leader_for(tp)
+            if leader is None or (check and self.node_unavailable(leader.leader)):
+                left_out.append(tp)
                 continue
-            tps = self._tps.get(topic)
-            if tps is None or len(tps) != len(parts):
-                tps = self._tps[topic] = [TopicPartition(topic, p) for p in parts]
-            sizes: list[tuple[int, int]] = []
-            left_out: list[TopicPartition] = []
-            for tp in tps:
-                leader = cluster.leader_for(tp)
-                if leader is None or self.node_unavailable(leader.leader):
-                    left_out.append(tp)
-                    continue
-                queue = self.queues.get(tp)
-                sizes.append((tp.partition, len(queue) if queue else 0))
+            queue = self.queues.get(tp)
+            sizes.append((tp.partition, len(queue) if queue else 0))
+        return sizes, left_out
+
+    def _steer_away(self, partitioner: BuiltInPartitioner, cluster: ClusterView) -> None:
+        """Some leader is unavailable: refresh the statistics of each topic with queues,
+        and move the never-sent batches of sticky keyless records queued for it."""
+        for topic in {tp.topic for tp in self.queues}:
+            sizes, left_out = self.queue_sizes(cluster, topic)
             partitioner.update_load_stats(topic, sizes, complete=not left_out)
             if sizes:
                 for tp in left_out:
-                    self._steer(partitioner, cluster, tp, len(parts))
+                    self._steer(partitioner, cluster, tp, len(sizes) + len(left_out))
 
     def _steer(
         self,

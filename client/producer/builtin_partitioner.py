@@ -13,10 +13,11 @@ How it works (sans-IO: no clock, no sockets; randomness injected):
   partition is not left with a batch of one record); before that, a new batch opens
   there. A batch being sent does not move it (Kafka 2.8's `on_new_batch` did; kept here
   for callers of that partitioner);
-- the next partition: when adaptive partitioning is on and the accumulator has given
-  load statistics (`update_load_stats`: each available partition's queue length, in
-  batches), a random pick weighted by `max + 1 - queue length` (Kafka's cumulative
-  frequency table: the shorter a leader's queue, the likelier); partitions the
+- the next partition: when adaptive partitioning is on and the accumulator gives load
+  statistics (`load_source`, asked at each pick, or `update_load_stats` while a leader
+  is unavailable: each available partition's queue length, in batches), a random pick
+  weighted by `max + 1 - queue length` (Kafka's cumulative frequency table: the
+  shorter a leader's queue, the likelier); partitions the
   accumulator left out (no leader, or a leader that has had ready batches but none
   drained for `partitioner.availability.timeout.ms`) cannot be picked. Without statistics
   (adaptive partitioning off, or all queues equal and none left out) the pick is uniform
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from client.producer.partitioner import partition_for_key
@@ -73,6 +74,9 @@ class LoadStats:
         return self.partitions[bisect.bisect_right(self.cumulative, point)]
 
 
+LoadSource = Callable[[str], tuple[Sequence[tuple[int, int]], bool]]
+
+
 class BuiltInPartitioner:
     """Which partition a record goes to; see the module docstring."""
 
@@ -84,6 +88,9 @@ class BuiltInPartitioner:
         self._sticky: dict[str, int] = {}
         self._produced: dict[str, int] = {}  # bytes produced to the sticky partition
         self._stats: dict[str, LoadStats | None] = {}
+        # The accumulator's `(partition, queue length)` of a topic's available partitions
+        # and whether none was left out, asked for when a new partition is picked.
+        self.load_source: LoadSource | None = None
 
     # --- choosing --------------------------------------------------------------------
 
@@ -184,8 +191,11 @@ class BuiltInPartitioner:
         return self._stats.get(topic)
 
     def next_partition(self, topic: str, num_partitions: int, available: Sequence[int]) -> int:
-        """Kafka's `nextPartition`: weighted by the load statistics, else uniform among
-        the available partitions (any partition if none is)."""
+        """Kafka's `nextPartition`: weighted by the load statistics (fresh from
+        `load_source` if set), else uniform among the available partitions (any
+        partition if none is)."""
+        if self.load_source is not None:
+            self.update_load_stats(topic, *self.load_source(topic))
         stats = self._stats.get(topic)
         if stats is not None and all(p < num_partitions for p in stats.partitions):
             return stats.pick(self._rng)

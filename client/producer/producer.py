@@ -169,6 +169,8 @@ class Producer:
             allow_auto_create_topics=allow_auto_create_topics,
         )
         self.idempotence = IdempotenceManager(self.idempotent)
+        if builtin is not None and builtin.load_source is None:
+            builtin.load_source = self._queue_sizes
         self.sender = Sender(
             SenderConfig(
                 acks=self.acks,
@@ -378,6 +380,10 @@ class Producer:
         batch = acc.new_batch(tps[partition], current_ms())
         batch.movable = sticky
         return batch
+
+    def _queue_sizes(self, topic: str) -> tuple[list[tuple[int, int]], bool]:
+        sizes, left_out = self.accumulator.queue_sizes(self.metadata.cluster, topic)
+        return sizes, not left_out
 
     def _appended(self, topic: str, batch: ProducerBatch, before: int, num_partitions: int) -> None:
         """KIP-794: sticky keyless records went to `batch`'s partition (its size was

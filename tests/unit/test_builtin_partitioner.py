@@ -28,7 +28,7 @@ class Cycling(random.Random):
         super().__init__(0)
         self.calls = 0
 
-    def randrange(self, start, stop=None, step=1):  # type: ignore[override]
+    def randrange(self, start, stop=None, step=1):
         n = start if stop is None else stop - start
         self.calls += 1
         return self.calls % n
@@ -157,12 +157,21 @@ def _cluster(leaders: dict[int, int]) -> ClusterView:
     return ClusterView(brokers, [TopicInfo("t", ErrorCode.NONE, False, parts)])
 
 
-def _accumulator(timeout_ms: float) -> tuple[RecordAccumulator, BuiltInPartitioner]:
+def _accumulator(
+    timeout_ms: float, cluster: ClusterView
+) -> tuple[RecordAccumulator, BuiltInPartitioner]:
+    """An accumulator and its partitioner, wired as the producer wires them."""
     partitioner = BuiltInPartitioner(
         PartitionerConfig(availability_timeout_ms=timeout_ms), random.Random(3)
     )
-    config = AccumulatorConfig(availability_timeout_ms=timeout_ms)
-    return RecordAccumulator(config, partitioner), partitioner
+    acc = RecordAccumulator(AccumulatorConfig(availability_timeout_ms=timeout_ms), partitioner)
+
+    def load_source(topic: str):
+        sizes, left_out = acc.queue_sizes(cluster, topic)
+        return sizes, not left_out
+
+    partitioner.load_source = load_source
+    return acc, partitioner
 
 
 def _queue_keyless(acc: RecordAccumulator, partition: int, now_ms: float) -> None:
@@ -173,7 +182,7 @@ def _queue_keyless(acc: RecordAccumulator, partition: int, now_ms: float) -> Non
 
 def test_a_leader_not_drained_for_the_timeout_is_left_out_and_its_batches_move():
     cluster = _cluster({0: 1, 1: 2, 2: 3, 3: 1, 4: 2, 5: 3})
-    acc, partitioner = _accumulator(500)
+    acc, partitioner = _accumulator(500, cluster)
     _queue_keyless(acc, 0, 0)  # led by broker 1, which does not answer
     check = acc.ready(cluster, 0)
     assert 1 in check.nodes
@@ -181,6 +190,7 @@ def test_a_leader_not_drained_for_the_timeout_is_left_out_and_its_batches_move()
     acc.ready(cluster, 400)
     acc.update_node_latency(1, 400, can_drain=False)
     acc.ready(cluster, 400)
+    partitioner.next_partition("t", 6, range(6))  # a pick asks for fresh statistics
     stats = partitioner.load_stats("t")  # not yet past the timeout: 0 is still in
     assert stats is not None and set(stats.partitions) == set(range(6))
     acc.update_node_latency(1, 600, can_drain=False)
@@ -194,13 +204,14 @@ def test_a_leader_not_drained_for_the_timeout_is_left_out_and_its_batches_move()
     # The leader answers again: drained, it is back in the choice.
     acc.update_node_latency(1, 700, can_drain=True)
     acc.ready(cluster, 700)
+    partitioner.next_partition("t", 6, range(6))
     stats = partitioner.load_stats("t")
     assert stats is not None and 0 in stats.partitions
 
 
 def test_keyed_or_sent_batches_never_move():
     cluster = _cluster({0: 1, 1: 2})
-    acc, _ = _accumulator(100)
+    acc, _ = _accumulator(100, cluster)
     pinned = acc.new_batch(TopicPartition("t", 0), 0)
     acc.append(pinned, b"key", b"v", 0, (), 10)  # not movable
     retried = acc.new_batch(TopicPartition("t", 0), 0)
@@ -214,7 +225,7 @@ def test_keyed_or_sent_batches_never_move():
 
 def test_without_a_timeout_no_leader_is_left_out():
     cluster = _cluster({0: 1, 1: 2})
-    acc, partitioner = _accumulator(0)
+    acc, partitioner = _accumulator(0, cluster)
     _queue_keyless(acc, 0, 0)
     acc.update_node_latency(1, 0, can_drain=False)
     acc.update_node_latency(1, 10_000, can_drain=False)
