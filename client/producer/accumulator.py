@@ -16,6 +16,12 @@ by `reenqueue`, can never be overtaken (Kafka's "guarantee message order" muting
 on whatever max_in_flight is). `release` frees a finished batch's memory and unmutes its
 partition; `expired` hands out the batches (queued or in flight) older than
 `delivery_timeout_ms`.
+
+KIP-794: `queue_sizes` gives the partitioner each available partition's queue length;
+with `availability_timeout_ms` > 0 the sender reports each leader's readiness
+(`update_node_latency`), a leader with sendable batches but none drained for longer is
+*unavailable*, and `ready` then moves the never-sent batches of sticky keyless records
+queued for it to available partitions (nothing sent, so nothing is written twice).
 """
 
 from __future__ import annotations

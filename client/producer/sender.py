@@ -24,6 +24,11 @@ How it works:
   after NOT_LEADER, instead of waiting out the request timeout for a paused or
   partitioned old leader. (Without idempotence a batch the old leader did append may
   then be written twice.)
+- KIP-794, with `partitioner_availability_timeout_ms` > 0: batches are drained only to
+  a leader with a connection ready (handshake answered; the sender connects in the
+  background meanwhile), as Kafka's `client.ready(node)`; each ready leader's
+  readiness goes to the accumulator (`update_node_latency`), so that a paused leader is
+  left out by the partitioner after the timeout instead of holding records.
 - `on_retry(tp, error)`, if given, hears about every retry as it is decided (the CLI
   prints one line per distinct reason).
 - Finishing a batch (`finish`) frees its buffer memory in the accumulator and sets
