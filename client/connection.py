@@ -477,6 +477,11 @@ class ConnectionPool:
                 self._connections[key] = connection
             return connection
 
+    def connected(self, host: str, port: int) -> bool:
+        """Whether an open (handshaken) connection to (host, port) is ready for use."""
+        connection = self._connections.get((host, port))
+        return connection is not None and not connection.closed
+
     async def request(
         self, host: str, port: int, request: Any, timeout_s: float | None = None
     ) -> Any:

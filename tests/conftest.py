@@ -94,7 +94,7 @@ EXPECTED_SECONDS = {
     "tests/chaos/test_replication_matrix.py": 60,
     "tests/chaos/test_failover.py": 70,
     "tests/chaos/test_secure_replication.py": 90,
-    "tests/integration/test_client_resilience_cli.py": 70,
+    "tests/integration/test_client_resilience_cli.py": 75,
     "tests/integration/test_operator_admin.py": 70,
     "tests/integration/test_kafka_idempotence.py": 55,
     "tests/chaos/test_planted_bug.py": 55,

@@ -13,8 +13,12 @@ Sender, TransactionManager) and aiokafka's producer package are.
   (client/inflight.py);
 - `idempotence.py`: the `IdempotenceManager`: producer id and epoch (InitProducerId),
   sequence stamping, epoch bumps and what the broker's idempotence errors mean;
-- `partitioner.py`: which partition a record goes to (Kafka's murmur2 key hash, sticky
-  partitions for keyless records);
+- `partitioner.py`: Kafka 2.8's default partitioner (murmur2 key hash, sticky
+  partitions for keyless records), kept for callers that pass it;
+- `builtin_partitioner.py`: Kafka 3.3's built-in partitioner (KIP-794), the default:
+  sticky keyless partitions switched after `batch_size` bytes, the next one weighted
+  away from leaders with long queues and leaving out those that cannot be drained for
+  `partitioner_availability_timeout_ms`;
 - `record_columns.py`: records converted to bytes and sized, and `send_many`'s columns;
 - `config.py`: reading the acks and compression settings, and Kafka 3.x's rule for when
   idempotence is on;

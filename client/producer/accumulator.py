@@ -16,6 +16,12 @@ by `reenqueue`, can never be overtaken (Kafka's "guarantee message order" muting
 on whatever max_in_flight is). `release` frees a finished batch's memory and unmutes its
 partition; `expired` hands out the batches (queued or in flight) older than
 `delivery_timeout_ms`.
+
+KIP-794: `queue_sizes` gives the partitioner each available partition's queue length;
+with `availability_timeout_ms` > 0 the sender reports each leader's readiness
+(`update_node_latency`), a leader with sendable batches but none drained for longer is
+*unavailable*, and `ready` then moves the never-sent batches of sticky keyless records
+queued for it to available partitions (nothing sent, so nothing is written twice).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import NamedTuple
 
 from client.metadata import ClusterView
 from client.producer.batch import BatchState, DeliveryHandle, ProducerBatch
+from client.producer.builtin_partitioner import BuiltInPartitioner
 from client.producer.record_columns import Headers, RecordColumns
 from client.protocol.records import BATCH_OVERHEAD, Codec
 from client.protocol.types import TopicPartition
@@ -36,6 +43,7 @@ class ReadyCheck(NamedTuple):
     nodes: set[int]  # leaders with at least one sendable batch
     next_check_ms: float  # when a batch that is not ready yet may become ready
     unknown_leaders: set[str]  # topics with batches but a partition without a leader
+    blocked: frozenset[int] = frozenset()  # leaders with a sendable batch of a muted partition
 
 
 @dataclass
@@ -46,14 +54,22 @@ class AccumulatorConfig:
     delivery_timeout_ms: float = 120_000
     buffer_memory: int = 32 * 1024 * 1024
     codec: Codec = Codec.NONE
+    availability_timeout_ms: float = 0  # partitioner.availability.timeout.ms (0: off)
 
 
 class RecordAccumulator:
     """Per-partition batch queues, readiness, draining, expiry: no I/O and no clock (the
     caller passes `now_ms`); batches only carry a Trio event for their waiters."""
 
-    def __init__(self, config: AccumulatorConfig) -> None:
+    def __init__(
+        self, config: AccumulatorConfig, partitioner: BuiltInPartitioner | None = None
+    ) -> None:
         self.config = config
+        self.partitioner = partitioner  # given load statistics by `ready` (KIP-794)
+        # Per leader: when it last had a sendable batch, and when one was last drained.
+        self.node_ready_ms: dict[int, float] = {}
+        self.node_drain_ms: dict[int, float] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}
         self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.muted: set[TopicPartition] = set()
         self.in_flight: set[ProducerBatch] = set()
@@ -122,8 +138,14 @@ class RecordAccumulator:
         next_check = math.inf
         urgent = self.closing or self.flushes_in_progress > 0 or self.memory_waiters > 0
         config = self.config
+        blocked: set[int] = set()
         for tp, queue in self.queues.items():
-            if not queue or tp in self.muted:
+            if not queue:
+                continue
+            if tp in self.muted:
+                if queue[0].is_full(config.batch_size) or len(queue) > 1 or urgent:
+                    if (leader := cluster.leader_for(tp)) is not None:
+                        blocked.add(leader.leader)
                 continue
             leader = cluster.leader_for(tp)
             if leader is None:
@@ -145,7 +167,89 @@ class RecordAccumulator:
                 nodes.add(leader.leader)
             else:
                 next_check = min(next_check, ready_at)
-        return ReadyCheck(nodes, next_check, unknown)
+        partitioner = self.partitioner
+        if partitioner is not None and partitioner.config.adaptive_partitioning_enable:
+            if any(self.node_unavailable(node) for node in self.node_ready_ms):
+                self._steer_away(partitioner, cluster)
+        return ReadyCheck(nodes, next_check, unknown, frozenset(blocked - nodes))
+
+    # --- KIP-794: leaders' queues and availability -------------------------------------
+
+    def update_node_latency(self, node: int, now_ms: float, can_drain: bool) -> None:
+        """Kafka's `updateNodeLatencyStats`: `node` had a sendable batch at `now_ms`, and
+        it could (`can_drain`) or could not be drained."""
+        if self.config.availability_timeout_ms <= 0:
+            return
+        if node not in self.node_ready_ms:
+            self.node_drain_ms[node] = now_ms
+        if can_drain:
+            self.node_drain_ms[node] = now_ms
+        self.node_ready_ms[node] = now_ms
+
+    def node_unavailable(self, node: int) -> bool:
+        """The node has had sendable batches but none drained for longer than
+        `availability_timeout_ms`."""
+        timeout = self.config.availability_timeout_ms
+        if timeout <= 0 or node not in self.node_ready_ms:
+            return False
+        return self.node_ready_ms[node] - self.node_drain_ms[node] > timeout
+
+    def queue_sizes(
+        self, cluster: ClusterView, topic: str
+    ) -> tuple[list[tuple[int, int]], list[TopicPartition]]:
+        """`(partition, queue length)` of each partition of `topic` whose leader is
+        available (a partition without a queue counts as an empty queue, where Kafka
+        waits until every partition has had one), and the partitions left out (no
+        leader, or one not drained for `availability_timeout_ms`)."""
+        parts = cluster.partitions_for(topic) or []
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != len(parts):
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in parts]
+        sizes: list[tuple[int, int]] = []
+        left_out: list[TopicPartition] = []
+        check = self.config.availability_timeout_ms > 0
+        for tp in tps:
+            leader = cluster.leader_for(tp)
+            if leader is None or (check and self.node_unavailable(leader.leader)):
+                left_out.append(tp)
+                continue
+            queue = self.queues.get(tp)
+            sizes.append((tp.partition, len(queue) if queue else 0))
+        return sizes, left_out
+
+    def _steer_away(self, partitioner: BuiltInPartitioner, cluster: ClusterView) -> None:
+        """Some leader is unavailable: refresh the statistics of each topic with queues,
+        and move the never-sent batches of sticky keyless records queued for it."""
+        for topic in {tp.topic for tp in self.queues}:
+            sizes, left_out = self.queue_sizes(cluster, topic)
+            partitioner.update_load_stats(topic, sizes, complete=not left_out)
+            if sizes:
+                for tp in left_out:
+                    self._steer(partitioner, cluster, tp, len(sizes) + len(left_out))
+
+    def _steer(
+        self,
+        partitioner: BuiltInPartitioner,
+        cluster: ClusterView,
+        tp: TopicPartition,
+        num_partitions: int,
+    ) -> None:
+        """Move `tp`'s never-sent batches of sticky keyless records to available
+        partitions (they were never sent, so nothing can be written twice)."""
+        queue = self.queues.get(tp)
+        available = cluster.available_partitions(tp.topic)
+        target = partitioner.leave(tp.topic, tp.partition, num_partitions, available)
+        if not queue or target is None:
+            return
+        keep: deque[ProducerBatch] = deque()
+        for batch in queue:
+            if not batch.movable or batch.attempts > 0 or batch.closed:
+                keep.append(batch)
+                continue
+            destination = TopicPartition(tp.topic, target)
+            batch.tp = destination
+            self.queues.setdefault(destination, deque()).append(batch)
+        self.queues[tp] = keep
 
     def drain(
         self, cluster: ClusterView, node: int, max_request_size: int, now_ms: float

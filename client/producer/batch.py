@@ -71,6 +71,8 @@ class ProducerBatch:
         self.last_attempt_ms = created_ms
         self.state = BatchState.OPEN
         self.closed = False  # no more appends once drained (retries resend the same bytes)
+        # Only sticky keyless records so far: may move to another partition until sent.
+        self.movable = False
         self.payload: bytes | None = None
         self.base_offset = -1
         self.log_append_time_ms = -1

@@ -2,11 +2,15 @@
 acked. Kafka 2.8's KafkaProducer, on Trio.
 
 How it works: `Producer` wires the parts and holds the API; the work is theirs:
-- `send()` picks the partition (client/producer/partitioner.py: explicit, key hash, or
-  sticky), reserves buffer memory (waiting while `buffer_memory` is used up:
-  backpressure) and appends the record to the partition's open batch in the
-  `RecordAccumulator` (client/producer/accumulator.py). It returns a `DeliveryHandle`
-  at once; `await handle` gives the `RecordMetadata` or raises (client/producer/batch.py).
+- `send()` picks the partition (client/producer/builtin_partitioner.py, KIP-794:
+  explicit, key hash, or sticky; keyless records move to another partition after
+  `batch_size` bytes, weighted away from leaders with long queues, and with
+  `partitioner_availability_timeout_ms` > 0 away from leaders that cannot be drained:
+  their never-sent keyless batches move too), reserves buffer memory (waiting while
+  `buffer_memory` is used up: backpressure) and appends the record to the partition's
+  open batch in the `RecordAccumulator` (client/producer/accumulator.py). It returns a
+  `DeliveryHandle` at once; `await handle` gives the `RecordMetadata` or raises
+  (client/producer/batch.py).
   A batch keeps its records as columns, so a record costs no object of its own.
 - `send_many()` takes many records at once (client/producer/record_columns.py converts
   and sizes them, all checked before any is queued) and gives the same result as one
@@ -58,6 +62,7 @@ from client.metadata import (
 )
 from client.producer.accumulator import AccumulatorConfig, RecordAccumulator
 from client.producer.batch import DeliveryHandle, DeliveryHandles, ProducerBatch
+from client.producer.builtin_partitioner import BuiltInPartitioner, PartitionerConfig
 from client.producer.config import idempotence_enabled, parse_acks, parse_compression
 from client.producer.errors import (
     InvalidPartitionError,
@@ -105,7 +110,10 @@ class Producer:
         max_block_ms: float = 60_000,
         metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
         allow_auto_create_topics: bool = False,
-        partitioner: DefaultPartitioner | None = None,
+        partitioner_adaptive_partitioning_enable: bool = True,
+        partitioner_availability_timeout_ms: float = 0,
+        partitioner_ignore_keys: bool = False,
+        partitioner: DefaultPartitioner | BuiltInPartitioner | None = None,
         on_retry: Callable[[TopicPartition, BaseException], None] | None = None,
     ) -> None:
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
@@ -127,6 +135,19 @@ class Producer:
         self.buffer_memory = buffer_memory
         # The largest record (estimated size) a batch and the buffer can take.
         self._max_record_size = min(max_request_size - BATCH_OVERHEAD, buffer_memory)
+        if partitioner_availability_timeout_ms < 0:
+            raise ValueError("partitioner_availability_timeout_ms must not be negative")
+        self.partitioner = partitioner or BuiltInPartitioner(
+            PartitionerConfig(
+                batch_size=batch_size,
+                adaptive_partitioning_enable=partitioner_adaptive_partitioning_enable,
+                availability_timeout_ms=partitioner_availability_timeout_ms,
+                ignore_keys=partitioner_ignore_keys,
+            )
+        )
+        builtin = self.partitioner if isinstance(self.partitioner, BuiltInPartitioner) else None
+        self._builtin = builtin
+        self._ignore_keys = builtin is not None and builtin.config.ignore_keys
         self.accumulator = RecordAccumulator(
             AccumulatorConfig(
                 batch_size=batch_size,
@@ -135,7 +156,9 @@ class Producer:
                 delivery_timeout_ms=delivery_timeout_ms,
                 buffer_memory=buffer_memory,
                 codec=self.codec,
-            )
+                availability_timeout_ms=partitioner_availability_timeout_ms if builtin else 0,
+            ),
+            builtin,
         )
         self.metadata = Metadata(
             pool,
@@ -145,8 +168,9 @@ class Producer:
             request_timeout_ms=int(request_timeout_ms),
             allow_auto_create_topics=allow_auto_create_topics,
         )
-        self.partitioner = partitioner or DefaultPartitioner()
         self.idempotence = IdempotenceManager(self.idempotent)
+        if builtin is not None and builtin.load_source is None:
+            builtin.load_source = self._queue_sizes
         self.sender = Sender(
             SenderConfig(
                 acks=self.acks,
@@ -279,7 +303,7 @@ class Producer:
             raise self._too_large(columns.largest)
         num_partitions = await self._admit(topic, partition, columns.size(0, 1))
         try:
-            if partition is None and columns.keys is not None:
+            if partition is None and columns.keys is not None and not self._ignore_keys:
                 await self._append_each(topic, num_partitions, columns, handles)
             else:
                 await self._append_runs(topic, num_partitions, partition, columns, handles)
@@ -318,7 +342,7 @@ class Producer:
 
     def _partition(self, topic: str, num_partitions: int, key: bytes | None) -> int:
         """The partition of a record without an explicit one: its key's, or the sticky."""
-        if key is not None:
+        if key is not None and not self._ignore_keys:
             return partition_for_key(key, num_partitions)
         available = self.metadata.cluster.available_partitions(topic)
         return self.partitioner.partition(topic, None, num_partitions, available)
@@ -338,15 +362,39 @@ class Producer:
             ]
         batch = acc.open_batch(tps[partition], size)
         if batch is not None:
+            if not sticky:
+                batch.movable = False
             return batch
         if sticky:
             available = self.metadata.cluster.available_partitions(topic)
-            partition = self.partitioner.on_new_batch(topic, partition, num_partitions, available)
+            if self._builtin is not None:  # KIP-794: moves on after batch_size bytes
+                partition = self._builtin.on_batch_full(topic, partition, num_partitions, available)
+            else:  # Kafka 2.8: a new batch moves on
+                partition = self.partitioner.on_new_batch(
+                    topic, partition, num_partitions, available
+                )
             batch = acc.open_batch(tps[partition], size)
             if batch is not None:
                 return batch
         self.sender.wake()
-        return acc.new_batch(tps[partition], current_ms())
+        batch = acc.new_batch(tps[partition], current_ms())
+        batch.movable = sticky
+        return batch
+
+    def _queue_sizes(self, topic: str) -> tuple[list[tuple[int, int]], bool]:
+        sizes, left_out = self.accumulator.queue_sizes(self.metadata.cluster, topic)
+        return sizes, not left_out
+
+    def _appended(self, topic: str, batch: ProducerBatch, before: int, num_partitions: int) -> None:
+        """KIP-794: sticky keyless records went to `batch`'s partition (its size was
+        `before`; a new batch's header counts too, as in Kafka)."""
+        if self._builtin is not None:
+            nbytes = batch.size - before + (BATCH_OVERHEAD if before == BATCH_OVERHEAD else 0)
+            full = batch.size >= self.accumulator.config.batch_size  # Kafka's isFull
+            available = self.metadata.cluster.available_partitions(topic)
+            self._builtin.on_appended(
+                topic, batch.tp.partition, nbytes, num_partitions, available, full
+            )
 
     def _append(
         self,
@@ -360,11 +408,14 @@ class Producer:
         size: int,
     ) -> DeliveryHandle:
         """Queue one record (its buffer memory is free): `send()` after the waiting."""
-        sticky = partition is None and key is None
+        sticky = partition is None and (key is None or self._ignore_keys)
         if partition is None:
             partition = self._partition(topic, num_partitions, key)
         batch = self._batch_for(topic, partition, size, num_partitions, sticky)
+        before = batch.size
         handle = self.accumulator.append(batch, key, value, timestamp_ms, headers, size)
+        if sticky:
+            self._appended(topic, batch, before, num_partitions)
         if batch.size >= self.accumulator.config.batch_size:
             self.sender.wake()
         return handle
@@ -409,8 +460,14 @@ class Producer:
                 chosen = partition
             batch = self._batch_for(topic, chosen, size, num_partitions, sticky)
             limit = min(batch_size - batch.size, self.buffer_memory - acc.used_bytes)
+            if sticky and self._builtin is not None:  # stop where send() would move on
+                header = BATCH_OVERHEAD if not batch.values else 0
+                limit = min(limit, self._builtin.sticky_bytes_left(topic) - header)
             stop = start + max(1, columns.fit(start, limit))
+            before = batch.size
             handles._add(batch, acc.extend(batch, columns, start, stop), stop - start)
+            if sticky:
+                self._appended(topic, batch, before, num_partitions)
             start = stop
             if batch.size >= batch_size:
                 self.sender.wake()

@@ -24,6 +24,11 @@ How it works:
   after NOT_LEADER, instead of waiting out the request timeout for a paused or
   partitioned old leader. (Without idempotence a batch the old leader did append may
   then be written twice.)
+- KIP-794, with `partitioner_availability_timeout_ms` > 0: batches are drained only to
+  a leader with a connection ready (handshake answered; the sender connects in the
+  background meanwhile), as Kafka's `client.ready(node)`; each ready leader's
+  readiness goes to the accumulator (`update_node_latency`), so that a paused leader is
+  left out by the partitioner after the timeout instead of holding records.
 - `on_retry(tp, error)`, if given, hears about every retry as it is decided (the CLI
   prints one line per distinct reason).
 - Finishing a batch (`finish`) frees its buffer memory in the accumulator and sets
@@ -107,6 +112,7 @@ class Sender:
         self._pool = pool
         self._nursery: trio.Nursery | None = None
         self._requests = InFlightRequests("produce request")
+        self._connecting: set[tuple[str, int]] = set()
         self._wakeup = trio.Event()
         self.memory_freed = trio.Event()  # set (and replaced) whenever a batch finishes
         self.done = trio.Event()  # the sender task has stopped
@@ -161,24 +167,60 @@ class Sender:
             if check.unknown_leaders:
                 self.metadata.add_topics(*check.unknown_leaders)
                 self.metadata.request_update()
+            gated = acc.config.availability_timeout_ms > 0
+            waiting = False  # a leader has sendable batches it cannot take yet
             for node in sorted(check.nodes):
-                if self._requests.count(node) >= self.config.max_in_flight:
-                    continue
                 broker = cluster.broker(node)
                 if broker is None:
                     continue
+                if self._requests.count(node) >= self.config.max_in_flight or (
+                    gated and not self._pool.connected(*broker.address)
+                ):
+                    # KIP-794: only to a connected leader (as Kafka's client.ready);
+                    # one that stays out of reach is left out by the partitioner.
+                    if gated:
+                        acc.update_node_latency(node, now, can_drain=False)
+                        self._connect_soon(broker.address)
+                        waiting = True
+                    continue
+                acc.update_node_latency(node, now, can_drain=True)
                 batches = acc.drain(cluster, node, self.config.max_request_size, now)
                 if batches and idempotence.enabled:
                     idempotence.stamp(batches)
                 if batches:
                     in_flight = self._requests.add(node, [b.tp for b in batches], cluster)
                     self._nursery.start_soon(self._send_request, in_flight, batches, broker.address)
+            if gated:
+                for node in check.blocked:
+                    acc.update_node_latency(node, now, can_drain=False)
+                waiting = waiting or bool(check.blocked)
             wake_at = min(check.next_check_ms, acc.next_expiry_ms())
+            if waiting:  # look again soon: the leader may come back, or be left out
+                recheck = min(max(acc.config.availability_timeout_ms / 4, 10), 100)
+                wake_at = min(wake_at, now + recheck)
             if wake_at == math.inf:
                 await self._wakeup.wait()
             else:
                 with trio.move_on_after(sleep_seconds(wake_at - current_ms())):
                     await self._wakeup.wait()
+
+    def _connect_soon(self, address: tuple[str, int]) -> None:
+        """Connect to a leader in the background (once at a time), then look again."""
+        if address in self._connecting or self._nursery is None:
+            return
+        self._connecting.add(address)
+        self._nursery.start_soon(self._connect, address)
+
+    async def _connect(self, address: tuple[str, int]) -> None:
+        try:
+            await self._pool.get(*address)
+        except TributaryError as exc:
+            log.info("connecting to %s:%d failed: %s", *address, exc)
+            self.metadata.request_update()
+            await trio.sleep(self.accumulator.config.retry_backoff_ms / 1000)
+        finally:
+            self._connecting.discard(address)
+            self.wake()
 
     async def _init_producer_id(self) -> bool:
         """A producer id from any known broker; False if none gave one. A broker's

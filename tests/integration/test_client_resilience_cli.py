@@ -3,7 +3,9 @@ a broker breaks. A non-broker port is named at once; min ISR > RF is refused at 
 binary values round-trip through produce and `consume --format raw`; produce from an
 open pipe exits 130 soon after Ctrl-C; an acks=all produce to a partition whose leader
 is paused succeeds once a new leader is elected; with the first bootstrap broker paused,
-describe/produce/consume each finish in seconds; `cluster watch` piped prints one line
+describe/produce/consume each finish in seconds; a keyless produce with
+partitioner.availability.timeout.ms finishes, on the other brokers' partitions, while a
+leader stays paused (RF 1); `cluster watch` piped prints one line
 per event while a broker is killed and started again.
 
 One cluster serves the module (its tests run in file order; the fault tests come last
@@ -251,6 +253,36 @@ def test_with_the_first_bootstrap_broker_paused_commands_take_seconds(cluster):
     finally:
         cluster.resume("1")
     wait_until(lambda: 1 in read_cluster(cluster.state.zookeeper_connect).brokers, 30, 0.3)
+
+
+def test_a_keyless_produce_steers_around_a_paused_leader(cluster):
+    """KIP-794 (issue 29): with partitioner.availability.timeout.ms, a keyless produce
+    finishes while the leader of 2 of the 6 partitions (RF 1: no failover possible)
+    stays paused throughout, and every record lands on the other brokers' partitions."""
+    cli(cluster, "topics", "create", "steer", "--partitions", "6", "--replication-factor", "1")
+    leaders = {p: partition_state(cluster, "steer", p).leader for p in range(6)}
+    paused = leaders[0]
+    avoided = {p for p, leader in leaders.items() if leader == paused}
+    first = next(b for b in leaders.values() if b != paused)
+    count = 1_000
+    lines = b"".join(b"keyless-%04d-" % i + b"x" * 80 + b"\n" for i in range(count))
+    cluster.pause(str(paused))
+    try:
+        _, out, err, elapsed = cli(
+            cluster, "produce", "steer", "--acks", "1", "--report", "--batch-size", "4096",
+            "--bootstrap-server", bootstrap(cluster, first),
+            "--producer-props", "partitioner.availability.timeout.ms=500",
+            stdin=lines, timeout=60,
+        )  # fmt: skip
+        print(f"keyless produce of {count} with broker {paused} paused: {elapsed:.2f} s")
+    finally:
+        cluster.resume(str(paused))
+    reports = [json.loads(line) for line in out.splitlines()]
+    assert len(reports) == count, err
+    assert not {r["partition"] for r in reports} & avoided, (avoided, err)
+    connect = cluster.state.zookeeper_connect
+    wait_until(lambda: paused in read_cluster(connect).brokers, 30, 0.3)
+    wait_until(lambda: all(partition_state(cluster, "steer", p).leader >= 0 for p in avoided), 30)
 
 
 def test_cluster_watch_piped_prints_one_line_per_event(cluster):

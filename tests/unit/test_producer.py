@@ -24,7 +24,7 @@ from client.producer import (
     RecordTooLargeError,
     open_producer,
 )
-from client.producer.partitioner import partition_for_key
+from client.producer.partitioner import DefaultPartitioner, partition_for_key
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode, TributaryError
@@ -111,10 +111,13 @@ async def test_a_key_always_goes_to_its_hash_partition(autojump_clock):
         assert all(partition_for_key(k, 4) == partition for k in keys)
 
 
-async def test_keyless_records_stick_to_a_partition_until_its_batch_is_sent(autojump_clock):
+async def test_kafka_28s_partitioner_sticks_until_the_batch_is_sent(autojump_clock):
     async with open_test_cluster(topics={"t": 4}) as cluster:
         async with open_producer(
-            cluster.bootstrap, connector=cluster.connector(), linger_ms=10_000
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            linger_ms=10_000,
+            partitioner=DefaultPartitioner(),
         ) as p:
             first = [await p.send("t", b"a") for _ in range(20)]
             await p.flush()
@@ -124,6 +127,25 @@ async def test_keyless_records_stick_to_a_partition_until_its_batch_is_sent(auto
     second_partitions = {h.result().partition for h in second}
     assert len(first_partitions) == 1 and len(second_partitions) == 1
     assert first_partitions != second_partitions
+
+
+async def test_keyless_records_stick_to_a_partition_until_batch_size_bytes(autojump_clock):
+    """KIP-794: a sent batch does not move the sticky partition; batch_size bytes do."""
+    async with open_test_cluster(topics={"t": 4}) as cluster:
+        async with open_producer(
+            cluster.bootstrap, connector=cluster.connector(), batch_size=2_000
+        ) as p:
+            small = [await p.send("t", b"a") for _ in range(5)]
+            await p.flush()
+            small += [await p.send("t", b"b") for _ in range(5)]
+            await p.flush()
+            big = [await p.send("t", b"x" * 100) for _ in range(200)]
+            await p.flush()
+    assert len({h.result().partition for h in small}) == 1
+    runs = [h.result().partition for h in big]
+    switches = sum(1 for a, b in zip(runs, runs[1:], strict=False) if a != b)
+    assert len(set(runs)) > 1
+    assert switches <= 200 * 100 // 1_500  # about one per batch_size bytes, no more
 
 
 async def test_explicit_partition_and_headers_and_timestamp_are_kept(autojump_clock):

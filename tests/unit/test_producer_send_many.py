@@ -121,7 +121,11 @@ def test_the_same_partitions_batches_and_offsets_as_send(records, keyless, batch
 async def test_keyless_records_move_on_to_a_new_sticky_partition_as_batches_fill(autojump_clock):
     async with open_test_cluster(topics={"t": 3}) as cluster:
         async with open_producer(
-            cluster.bootstrap, connector=cluster.connector(), batch_size=1000, linger_ms=60_000
+            cluster.bootstrap,
+            connector=cluster.connector(),
+            batch_size=1000,
+            linger_ms=60_000,
+            partitioner=DefaultPartitioner(random.Random(7)),  # Kafka 2.8's: never the same
         ) as p:
             handles = await p.send_many("t", [b"x" * 100] * 24)
             await p.flush()

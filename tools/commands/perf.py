@@ -55,6 +55,7 @@ from tools.commands.common import (
     positive_int,
     run_async,
 )
+from tools.commands.producer_props import add_producer_props, producer_props
 from tools.errors import CliError
 from tools.perf_stats import LatencyStats, Summary, Throttler, percentiles
 
@@ -80,6 +81,7 @@ def register(subparsers) -> None:
     produce.add_argument("--batch-size", type=positive_int, default=16_384, metavar="BYTES")
     produce.add_argument("--linger-ms", type=int, default=5, metavar="MS")
     produce.add_argument("--compression", choices=["none", "gzip", "lz4", "zstd"], default="none")
+    add_producer_props(produce)
     _partitions_option(produce)
     _common_options(produce)
     produce.set_defaults(handler=lambda args: _run_measured(_perf_produce, args))
@@ -260,6 +262,7 @@ async def _perf_produce(args) -> int:
         linger_ms=args.linger_ms,
         compression_type=args.compression,
         **client_options(args),
+        **producer_props(args),
     )
     # Records are handed over a batch's worth at a time (fewer when the throughput limit
     # says fewer are due): each one's latency still runs from its hand-over to its ack.

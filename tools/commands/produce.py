@@ -41,6 +41,7 @@ from tools.commands.common import (
     run_async,
     text_or_none,
 )
+from tools.commands.producer_props import add_producer_props, producer_props
 from tools.commands.record_format import unescape
 from tools.errors import CliError
 
@@ -66,6 +67,7 @@ def register(subparsers) -> None:
     parser.add_argument("--compression", choices=["none", "gzip", "lz4", "zstd"], default="none")
     parser.add_argument("--batch-size", type=positive_int, default=16_384, metavar="BYTES")
     parser.add_argument("--linger-ms", type=non_negative_int, default=0, metavar="MS")
+    add_producer_props(parser)
     parser.add_argument(
         "--separator",
         metavar="SEP",
@@ -166,6 +168,7 @@ def producer_config(args: argparse.Namespace) -> dict:
         "batch_size": args.batch_size,
         "linger_ms": args.linger_ms,
         **client_options(args),
+        **producer_props(args),
     }
     if args.enable_idempotence is not None:
         config["enable_idempotence"] = args.enable_idempotence

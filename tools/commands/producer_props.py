@@ -1,0 +1,70 @@
+"""`--producer-props k=v ...` (Kafka's flag of kafka-producer-perf-test.sh): producer
+settings by their Kafka names, for the settings that have no flag of their own.
+
+How it works: each `name=value` is checked against the settings known here (the KIP-794
+partitioner's) and converted to `open_producer`'s keyword (Kafka's name in snake_case)
+and type; an unknown name or a bad value is a usage error (exit 2) naming what is
+accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from tools.errors import CliError
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("true or false")
+    return lowered == "true"
+
+
+def _milliseconds(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("a number of milliseconds, 0 or more")
+    return value
+
+
+SETTINGS: dict[str, Callable[[str], Any]] = {
+    "partitioner.adaptive.partitioning.enable": _boolean,
+    "partitioner.availability.timeout.ms": _milliseconds,
+    "partitioner.ignore.keys": _boolean,
+}
+
+
+def add_producer_props(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--producer-props",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="producer settings by their Kafka names: " + ", ".join(SETTINGS),
+    )
+
+
+def producer_props(args: argparse.Namespace) -> dict[str, Any]:
+    """`--producer-props` as `open_producer` keyword arguments; `CliError` if bad."""
+    options: dict[str, Any] = {}
+    for item in getattr(args, "producer_props", None) or []:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or name not in SETTINGS:
+            raise CliError(
+                f"--producer-props: {item!r} is not NAME=VALUE with a NAME among "
+                + ", ".join(SETTINGS),
+                exit_code=2,
+            )
+        try:
+            value = SETTINGS[name](text.strip())
+        except ValueError as exc:
+            reason = str(exc) if not str(exc).startswith("invalid literal") else "a number"
+            raise CliError(
+                f"--producer-props: {name} must be {reason}, not {text!r}", exit_code=2
+            ) from None
+        options[name.replace(".", "_")] = value
+    return options
