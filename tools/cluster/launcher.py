@@ -61,6 +61,8 @@ LOCAL_CONTROLLER_SETTINGS = {
 }
 CONTROLLER_ID_BASE = 1000
 STOP_TIMEOUT_S = 30.0
+# How long a restart waits for the process's ports to be released (see _wait_ports_free).
+PORTS_FREE_TIMEOUT_S = 10.0
 # With --base-port, broker N's Kafka-protocol listener is 29092 + N - 1 (as docker-compose).
 KAFKA_BASE_PORT = 29092
 
@@ -124,6 +126,18 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _wait_ports_free(info: ProcessInfo, timeout_s: float) -> None:
+    """Wait (bounded) until the ports of `info` can be bound again. A process just killed
+    can hold its listening sockets a moment after it looks dead: its main thread is a
+    zombie while another thread is still leaving (in an fsync on a busy disk, say), and
+    the sockets close with the last thread; restarting it at once then failed with
+    "Address already in use". Past the bound it is started anyway (and says so itself)."""
+    ports = [p for p in (info.port, info.kafka_port, info.metrics_port) if p]
+    deadline = time.monotonic() + timeout_s
+    while not all(_port_free(port) for port in ports) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _pick_port(preferred: int | None, taken: set[int]) -> int:
@@ -477,6 +491,7 @@ class LocalCluster:
         if process_alive(info.pid):
             raise LauncherError(f"{info.name} is already running (pid {info.pid})")
         self._write_config(info)
+        _wait_ports_free(info, PORTS_FREE_TIMEOUT_S)
         self._start_process(info)
         self._require_state().save()
         self.wait_ready(timeout_s, require_controller=False, started=[info])
