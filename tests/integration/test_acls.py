@@ -230,23 +230,26 @@ def test_kafka_clients_acl_admin_calls(cluster):
         ]
     )
     assert len(result["succeeded"]) == 1 and not result["failed"]
-    assert ("User:bob", ACLOperation.READ, "bobs") in described()
+    wait_until(lambda: ("User:bob", ACLOperation.READ, "bobs") in described(), timeout_s=30)
 
     confluent = AdminClient({"bootstrap.servers": servers})
-    found = confluent.describe_acls(
-        AclBindingFilter(
-            ResourceType.GROUP,
-            None,
-            ResourcePatternType.PREFIXED,
-            None,
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
-    ).result(30)
-    assert [(b.name, b.principal, b.operation.name) for b in found] == [
-        ("bobs", "User:bob", "READ")
-    ]
+    groups = AclBindingFilter(
+        ResourceType.GROUP,
+        None,
+        ResourcePatternType.PREFIXED,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+
+    def found() -> list:
+        bindings = confluent.describe_acls(groups).result(30)
+        return [(b.name, b.principal, b.operation.name) for b in bindings]
+
+    # confluent-kafka may ask another broker, which learns of the new ACL from its change
+    # notification a moment later (as in Kafka): eventually, not at once.
+    wait_until(lambda: found() == [("bobs", "User:bob", "READ")], timeout_s=30)
     (deleted,) = confluent.delete_acls(
         [
             AclBindingFilter(
