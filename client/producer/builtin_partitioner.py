@@ -31,7 +31,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from client.producer.partitioner import partition_for_key
+from client.producer.partitioner import checked_partition, partition_for_key
 
 
 @dataclass(frozen=True)
@@ -104,12 +104,7 @@ class BuiltInPartitioner:
     ) -> int:
         """The partition for one record. `available`: partitions that have a leader."""
         if explicit is not None:
-            if not 0 <= explicit < num_partitions:
-                raise ValueError(
-                    f"partition {explicit} is not in topic {topic!r}, which has "
-                    f"{num_partitions} partition(s)"
-                )
-            return explicit
+            return checked_partition(topic, explicit, num_partitions)
         if key is not None and not self.config.ignore_keys:
             return partition_for_key(key, num_partitions)
         current = self._sticky.get(topic)

@@ -98,6 +98,16 @@ class StickyPartitionCache:
         return chosen
 
 
+def checked_partition(topic: str, partition: int, num_partitions: int) -> int:
+    """An explicitly chosen partition, if the topic has it (ValueError otherwise)."""
+    if not 0 <= partition < num_partitions:
+        raise ValueError(
+            f"partition {partition} is not in topic {topic!r}, which has "
+            f"{num_partitions} partition(s)"
+        )
+    return partition
+
+
 class DefaultPartitioner:
     """Kafka 2.8's `DefaultPartitioner`: explicit partition, else key hash, else sticky."""
 
@@ -114,12 +124,7 @@ class DefaultPartitioner:
     ) -> int:
         """The partition for one record. `available`: partitions that have a leader."""
         if explicit is not None:
-            if not 0 <= explicit < num_partitions:
-                raise ValueError(
-                    f"partition {explicit} is not in topic {topic!r}, which has "
-                    f"{num_partitions} partition(s)"
-                )
-            return explicit
+            return checked_partition(topic, explicit, num_partitions)
         if key is not None:
             return partition_for_key(key, num_partitions)
         return self.sticky.partition(topic, num_partitions, available)
