@@ -114,8 +114,8 @@ class ControllerServer:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 if self._sasl is not None:
-                    await self.user_credentials.load()  # before the listener serves
-                    nursery.start_soon(self.user_credentials.follow)
+                    # Every user loaded before the listener serves, then kept in step.
+                    await nursery.start(self.user_credentials.follow)
                 port = await nursery.start(
                     functools.partial(
                         serve_controller_listener,

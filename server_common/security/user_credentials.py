@@ -102,20 +102,24 @@ class UserCredentials:
             self._set(user, config)
             log.info("user %s: SCRAM credentials now %s", user, self.cache.users().get(user, []))
 
-    async def follow(self) -> None:
-        """Load every user now and again after each change of /config/users' children or
-        a new /config/changes notification (until cancelled): for a process without a
-        config change watcher of its own (the controller)."""
-        changed = trio.Event()  # each watch reports the children at once: a first load
+    async def follow(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Load every user (then `task_status.started()`) and again after each change of
+        /config/users' children or a new /config/changes notification, until cancelled:
+        for a process without a config change watcher of its own (the controller)."""
+        changed = trio.Event()
 
-        async def watch(path: str) -> None:
-            nonlocal changed
-            async for _ in await self.zk.watch_children(path):
+        async def watch(path: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+            children = await self.zk.watch_children(path)
+            await children.receive()  # the children now: the first load below reads them
+            task_status.started()
+            async for _ in children:
                 changed.set()
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch, zkdata.CONFIG_USERS)
-            nursery.start_soon(watch, zkdata.CONFIG_CHANGES)
+            await nursery.start(watch, zkdata.CONFIG_USERS)
+            await nursery.start(watch, zkdata.CONFIG_CHANGES)
+            await self.load()
+            task_status.started()
             while True:
                 await changed.wait()
                 changed = trio.Event()
