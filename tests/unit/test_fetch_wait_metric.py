@@ -63,4 +63,6 @@ async def test_fetch_wait_is_its_own_histogram():
             "tributary_request_latency_seconds_sum",
             request="Fetch",
         )
-        assert total >= waited  # the wait is part of the Fetch's total time
+        # The wait is part of the Fetch's total time. The broker's clock counts whole
+        # milliseconds, the request timer fractions of them: one ms of slack per fetch.
+        assert total >= waited - count * 0.001
