@@ -148,7 +148,7 @@ def test_records_bytes_come_through_and_str_is_not_bytes():
 # --- unknown APIs: answerable with UNSUPPORTED_VERSION ----------------------------------
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(24, 0), (999, 0), (ApiKey.FETCH, 1), (3, -1)])
+@pytest.mark.parametrize(("api_key", "version"), [(998, 0), (999, 0), (ApiKey.FETCH, 1), (3, -1)])
 def test_unknown_api_key_or_version_is_unsupported(api_key, version):
     with pytest.raises(UnsupportedApiError) as caught:
         decode_request(request_body([api_key, version, 42, "c"], {}))

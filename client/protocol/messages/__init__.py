@@ -21,6 +21,8 @@ The modules, one per family of APIs (each section headed with the API's name and
 - `controller.py`: controller to broker: LeaderAndIsr, StopReplica, UpdateMetadata, and
   ControlledShutdown (broker to controller);
 - `acls.py`: the ACL admin APIs: DescribeAcls, CreateAcls, DeleteAcls;
+- `transactions.py`: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
+  TxnOffsetCommit, DescribeTransactions and ListTransactions;
 - `registry.py`: `REGISTRY`, (api key, version) -> request and response classes, and
   `api_versions_response`.
 
@@ -69,6 +71,7 @@ from client.protocol.messages.data import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    AbortedTransaction,
     FetchForgottenTopic,
     FetchPartition,
     FetchRequest,
@@ -251,6 +254,37 @@ from client.protocol.messages.topics import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from client.protocol.messages.transactions import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTopicResult,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    ListedTransaction,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    TransactionState,
+    TransactionTopicPartitions,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+    WritableTxnMarker,
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopic,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 from client.protocol.messages.users import (
     SCRAM_MECHANISM_NAMES,
     SCRAM_SHA_256,
@@ -269,6 +303,36 @@ from client.protocol.messages.users import (
 )
 
 __all__ = [
+    "AbortedTransaction",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnPartitionResult",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "AddPartitionsToTxnTopic",
+    "AddPartitionsToTxnTopicResult",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
+    "ListedTransaction",
+    "TransactionState",
+    "TransactionTopicPartitions",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitRequestPartition",
+    "TxnOffsetCommitRequestTopic",
+    "TxnOffsetCommitResponse",
+    "TxnOffsetCommitResponsePartition",
+    "TxnOffsetCommitResponseTopic",
+    "WritableTxnMarker",
+    "WritableTxnMarkerPartitionResult",
+    "WritableTxnMarkerResult",
+    "WritableTxnMarkerTopic",
+    "WritableTxnMarkerTopicResult",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
     "AclCreation",
     "AclCreationResult",
     "AclDescription",

@@ -114,6 +114,13 @@ class FetchRequest:
     session_epoch: int = -1
     topics: list[FetchTopic]
     forgotten_topics_data: list[FetchForgottenTopic] = empty_list()
+    rack_id: str = ""  # KIP-392: the consumer's `client.rack`, "" when it has none
+
+
+@struct
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
 
 
 @struct
@@ -124,6 +131,9 @@ class FetchResponsePartition:
     last_stable_offset: int
     log_start_offset: int
     records: bytes
+    # read_committed: the aborted transactions overlapping the records returned.
+    aborted_transactions: list[AbortedTransaction] = empty_list()
+    preferred_read_replica: int = -1  # KIP-392: the replica the consumer should fetch from
 
 
 @struct
