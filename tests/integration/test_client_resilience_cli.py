@@ -256,8 +256,8 @@ def test_with_the_first_bootstrap_broker_paused_commands_take_seconds(cluster):
 
 
 def test_a_keyless_produce_steers_around_a_paused_leader(cluster):
-    """KIP-794 (issue 29): with partitioner.availability.timeout.ms, a keyless produce
-    finishes while the leader of 2 of the 6 partitions (RF 1: no failover possible)
+    """KIP-794 (issue 29): with the console producer's partitioner.availability.timeout.ms
+    (500 ms unless set), a keyless produce finishes while the leader of 2 of the 6 partitions (RF 1: no failover possible)
     stays paused throughout, and every record lands on the other brokers' partitions."""
     cli(cluster, "topics", "create", "steer", "--partitions", "6", "--replication-factor", "1")
     leaders = {p: partition_state(cluster, "steer", p).leader for p in range(6)}
@@ -271,7 +271,6 @@ def test_a_keyless_produce_steers_around_a_paused_leader(cluster):
         _, out, err, elapsed = cli(
             cluster, "produce", "steer", "--acks", "1", "--report", "--batch-size", "4096",
             "--bootstrap-server", bootstrap(cluster, first),
-            "--producer-props", "partitioner.availability.timeout.ms=500",
             stdin=lines, timeout=60,
         )  # fmt: skip
         print(f"keyless produce of {count} with broker {paused} paused: {elapsed:.2f} s")

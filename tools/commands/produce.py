@@ -161,12 +161,20 @@ class RetryReporter:
         print(f"retrying {tp.topic}-{tp.partition}: {error}", file=out, flush=True)
 
 
+# The console producer's `partitioner.availability.timeout.ms` (Kafka's default is 0,
+# off): a keyless produce whose sticky partition's leader stops answering moves its
+# records to other partitions after this long instead of waiting for a failover. A
+# `--producer-props` value overrides it.
+CLI_AVAILABILITY_TIMEOUT_MS = 500
+
+
 def producer_config(args: argparse.Namespace) -> dict:
     config = {
         "acks": args.acks,
         "compression_type": args.compression,
         "batch_size": args.batch_size,
         "linger_ms": args.linger_ms,
+        "partitioner_availability_timeout_ms": CLI_AVAILABILITY_TIMEOUT_MS,
         **client_options(args),
         **producer_props(args),
     }
