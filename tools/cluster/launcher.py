@@ -1,7 +1,9 @@
 """The local cluster launcher: ZooKeeper, controllers and brokers as background processes.
 
 How it works: `LocalCluster.up()` lays out a cluster directory (one sub-directory per
-process with its properties file, data and log file), starts ZooKeeper, then the
+process with its properties file, data and log file), starts ZooKeeper (one server
+`zookeeper`, or an ensemble `zookeeper-1`..`zookeeper-N` with `zookeepers=N`, waiting
+for its quorum; with `zk_chroot` every server's connect string ends in it), then the
 controllers and brokers with `python -m controller|broker --config FILE` in new
 sessions (they outlive the CLI), waits until every broker is registered in
 /brokers/ids and a controller holds /controller, and writes `cluster.json` with every
@@ -25,10 +27,11 @@ from pathlib import Path
 
 from server_common.properties import write_properties
 from tools.cluster import secure
+from tools.cluster.ensemble import member, wait_quorum
 from tools.cluster.pki import CA_FILE
 from tools.cluster.secure import SecureFiles
 from tools.cluster.state import ClusterState, ProcessInfo, process_alive
-from tools.cluster.zookeeper import ZooKeeperServer, four_letter_word, free_port
+from tools.cluster.zookeeper import PeerPorts, ZooKeeperError, free_port, serving_mode
 
 # Small values for a cluster on one machine: failures are visible within seconds.
 LOCAL_BROKER_SETTINGS = {
@@ -163,12 +166,22 @@ class LocalCluster:
         internal_listener: bool = False,
         secure: bool = False,
         racks: list[str] | None = None,
+        zookeepers: int = 1,
+        zk_chroot: str | None = None,
     ):
         """`internal_listener`: brokers talk among themselves (and the controller to
         them) on a listener of their own (see `_broker_listeners`). `secure`: every
         listener SASL_SSL and the authorizer on (`secure.py`), for a new cluster.
         `racks`: broker i's `broker.rack` is racks[(i - 1) % len(racks)] (a new cluster
-        keeps them in its state, so restarted brokers keep their rack)."""
+        keeps them in its state, so restarted brokers keep their rack). `zookeepers`:
+        how many ZooKeeper servers (1, or an ensemble of 3 or 5); `zk_chroot`: the
+        servers' `zookeeper.connect` ends in this path (created by the first to start)."""
+        if zookeepers < 1:
+            raise LauncherError(f"--zookeepers {zookeepers}: need at least one")
+        if zk_chroot is not None and not _valid_chroot(zk_chroot):
+            raise LauncherError(f"--zk-chroot {zk_chroot!r}: expected a path like /tributary")
+        self.zookeeper_count = zookeepers
+        self.zk_chroot = (zk_chroot or "").rstrip("/")
         self.directory = Path(directory).resolve()
         self.secure = secure
         self.internal_listener = internal_listener
@@ -191,11 +204,18 @@ class LocalCluster:
         name = name.strip().lower()
         if name in ("zookeeper", "zk"):
             found = state.zookeeper()
+            if len(state.zookeepers()) > 1:
+                raise LauncherError(
+                    f"the cluster runs {len(state.zookeepers())} ZooKeeper servers: "
+                    "name one, e.g. zookeeper-1"
+                )
         else:
+            name = name.replace("zk-", "zookeeper-", 1) if name.startswith("zk-") else name
             role, _, number = name.rpartition("-")
             if not number.isdigit():
                 raise LauncherError(
-                    f"unknown process {name!r}: use e.g. 2, broker-2, controller-1001, zookeeper"
+                    f"unknown process {name!r}: use e.g. 2, broker-2, controller-1001, "
+                    "zookeeper (zookeeper-1 in an ensemble)"
                 )
             role = role or ("controller" if int(number) >= CONTROLLER_ID_BASE else "broker")
             found = state.find(role, int(number))
@@ -239,23 +259,21 @@ class LocalCluster:
             return self.state
         self.directory.mkdir(parents=True, exist_ok=True)
         taken: set[int] = set()
-        zk_dir = self.directory / "zookeeper"
-        zk_port = _pick_port(2181 if self.base_port else None, taken)
-        taken.add(zk_port)
+        zk_infos = self._zookeeper_infos(taken)
         state = ClusterState(
             directory=str(self.directory),
-            zookeeper_connect=f"127.0.0.1:{zk_port}",
+            zookeeper_connect=",".join(f"127.0.0.1:{z.port}" for z in zk_infos) + self.zk_chroot,
             settings={
                 "brokers": self.broker_count,
                 "controllers": self.controller_count,
                 "secure": self.secure,
                 "racks": self.racks,
+                "zookeepers": self.zookeeper_count,
+                "zk_chroot": self.zk_chroot,
             },
         )
         self.state = state
-        state.processes.append(
-            ProcessInfo("zookeeper", 0, None, zk_port, str(zk_dir / "zookeeper.out"), str(zk_dir))
-        )
+        state.processes.extend(zk_infos)
         for i in range(1, self.controller_count + 1):
             cid = CONTROLLER_ID_BASE + i
             port = _pick_port(None, taken)
@@ -305,8 +323,10 @@ class LocalCluster:
                 self._write_config(info)
                 self._start_process(info)
                 state.save()
-                if info.role == "zookeeper" and self.secure:
-                    self._write_admin_credential(info, timeout_s)
+                if info is zk_infos[-1]:  # the whole ensemble started: wait for its quorum
+                    self._wait_zookeeper(time.monotonic() + timeout_s)
+                    if self.secure:
+                        self._write_admin_credential(timeout_s)
             self.wait_ready(timeout_s)
         except BaseException:
             self.down()
@@ -319,14 +339,50 @@ class LocalCluster:
             return None
         return secure.prepare(self.directory)
 
-    def _write_admin_credential(self, zk_info: ProcessInfo, timeout_s: float) -> None:
+    def _zookeeper_infos(self, taken: set[int]) -> list[ProcessInfo]:
+        """The ZooKeeper server (`zookeeper`, on 2181 with a base port) or the ensemble's
+        members (`zookeeper-1`..N, on 2181, 2182... with a base port), ports taken."""
+        infos = []
+        count = self.zookeeper_count
+        for sid in range(1 if count > 1 else 0, count + 1 if count > 1 else 1):
+            port = _pick_port(2180 + max(sid, 1) if self.base_port else None, taken)
+            taken.add(port)
+            zk_dir = self.directory / ("zookeeper" if sid == 0 else f"zookeeper-{sid}")
+            info = ProcessInfo(
+                "zookeeper", sid, None, port, str(zk_dir / "zookeeper.out"), str(zk_dir)
+            )
+            if count > 1:
+                info.quorum_port = _pick_port(None, taken)
+                taken.add(info.quorum_port)
+                info.election_port = _pick_port(None, taken)
+                taken.add(info.election_port)
+            infos.append(info)
+        return infos
+
+    def _zookeeper_peers(self) -> dict[int, PeerPorts]:
+        return {
+            max(z.id, 1): PeerPorts(z.port, z.quorum_port or 0, z.election_port or 0)
+            for z in self._require_state().zookeepers()
+        }
+
+    def _wait_zookeeper(self, deadline: float, only: list[ProcessInfo] | None = None) -> None:
+        """Until ZooKeeper serves clients: a quorum of the ensemble is up (with `only`,
+        until each of those servers serves again)."""
+        servers = only or self._require_state().zookeepers()
+        try:
+            wait_quorum(
+                [z.port for z in servers],
+                max(0.0, deadline - time.monotonic()),
+                all_serving=only is not None,
+            )
+        except ZooKeeperError as exc:
+            logs = ", ".join(z.log_path for z in servers)
+            raise LauncherError(f"ZooKeeper did not come up ({exc}); see {logs}") from None
+
+    def _write_admin_credential(self, timeout_s: float) -> None:
         files = self._secure_files()
         assert files is not None
-        deadline = time.monotonic() + timeout_s
-        while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
-            if time.monotonic() > deadline:
-                raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
-            time.sleep(0.1)
+        self._wait_zookeeper(time.monotonic() + timeout_s)
         from tools.cluster.inspect import run_blocking
 
         connect = self._require_state().zookeeper_connect
@@ -371,8 +427,8 @@ class LocalCluster:
 
     def _start_process(self, info: ProcessInfo) -> None:
         if info.role == "zookeeper":
-            server = ZooKeeperServer(Path(info.data_dir), port=info.port)
-            server.start(detach=True)
+            server = member(Path(info.data_dir), max(info.id, 1), self._zookeeper_peers())
+            server.start(detach=True, wait=False)  # readiness: `_wait_zookeeper`
             info.pid = server.pid
             return
         if info.config_path is None:
@@ -407,11 +463,8 @@ class LocalCluster:
         state = self._require_state()
         watched = list(state.processes if started is None else started)
         deadline = time.monotonic() + timeout_s
-        zk_info = self.process("zookeeper")
-        while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
-            if time.monotonic() > deadline:
-                raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
-            time.sleep(0.1)
+        started_zk = [z for z in watched if z.role == "zookeeper"]
+        self._wait_zookeeper(deadline, started_zk if started is not None and started_zk else None)
         import trio  # the ZooKeeper session only here: `tributary` starts faster without
 
         from tools.cluster.inspect import read_cluster_view, run_blocking, zookeeper_session
@@ -497,6 +550,12 @@ class LocalCluster:
         self.wait_ready(timeout_s, require_controller=False, started=[info])
         return info
 
+    def restart(self, name: str, timeout_s: float = 60.0) -> ProcessInfo:
+        """`stop` (if it runs), then `start`: same ports, same data."""
+        if process_alive(self.process(name).pid):
+            self.stop(name)
+        return self.start(name, timeout_s)
+
     def _wait_exit(self, info: ProcessInfo, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while process_alive(info.pid):
@@ -513,8 +572,7 @@ class LocalCluster:
         if self.state is None:
             return []
         stopped: list[str] = []
-        zookeeper = self.state.zookeeper()
-        for group in (self.state.brokers(), self.state.controllers(), [zookeeper]):
+        for group in (self.state.brokers(), self.state.controllers(), self.state.zookeepers()):
             running = [(p, p.pid) for p in group if p is not None and process_alive(p.pid)]
             for info, pid in running:
                 if _pid_state(pid) == "paused":
@@ -579,8 +637,11 @@ class LocalCluster:
             "offline_partitions": [],
             "leaders": {},
         }
-        zk = self.process("zookeeper")
-        if four_letter_word("127.0.0.1", zk.port, "ruok", timeout=0.5) != "imok":
+        modes = {z.name: serving_mode("127.0.0.1", z.port) for z in state.zookeepers()}
+        for p in result["processes"]:
+            if p["role"] == "zookeeper":  # standalone, leader, follower; None: not serving
+                p["zookeeper_mode"] = modes[p["name"]]
+        if not any(modes.values()):
             result["zookeeper_state"] = "down"
             return result
         result["zookeeper_state"] = "up"
@@ -617,6 +678,12 @@ class LocalCluster:
             for p in view.partitions
         ]
         return result
+
+
+def _valid_chroot(chroot: str) -> bool:
+    """A ZooKeeper path: starts with "/", no empty or relative element."""
+    parts = chroot.rstrip("/").split("/")
+    return chroot.startswith("/") and all(p not in ("", ".", "..") for p in parts[1:])
 
 
 def _reap(pid: int | None) -> None:
