@@ -27,11 +27,11 @@ from pathlib import Path
 
 from server_common.properties import write_properties
 from tools.cluster import secure
-from tools.cluster.ensemble import member, wait_quorum
 from tools.cluster.pki import CA_FILE
 from tools.cluster.secure import SecureFiles
 from tools.cluster.state import ClusterState, ProcessInfo, process_alive
-from tools.cluster.zookeeper import PeerPorts, ZooKeeperError, free_port, serving_mode
+from tools.cluster.zk_processes import start_zookeeper, wait_zookeeper, zookeeper_infos
+from tools.cluster.zookeeper import ZooKeeperError, free_port, serving_mode
 
 # Small values for a cluster on one machine: failures are visible within seconds.
 LOCAL_BROKER_SETTINGS = {
@@ -259,7 +259,15 @@ class LocalCluster:
             return self.state
         self.directory.mkdir(parents=True, exist_ok=True)
         taken: set[int] = set()
-        zk_infos = self._zookeeper_infos(taken)
+
+        def pick(preferred: int | None) -> int:
+            port = _pick_port(preferred, taken)
+            taken.add(port)
+            return port
+
+        zk_infos = zookeeper_infos(
+            self.directory, self.zookeeper_count, pick, base_ports=bool(self.base_port)
+        )
         state = ClusterState(
             directory=str(self.directory),
             zookeeper_connect=",".join(f"127.0.0.1:{z.port}" for z in zk_infos) + self.zk_chroot,
@@ -339,45 +347,12 @@ class LocalCluster:
             return None
         return secure.prepare(self.directory)
 
-    def _zookeeper_infos(self, taken: set[int]) -> list[ProcessInfo]:
-        """The ZooKeeper server (`zookeeper`, on 2181 with a base port) or the ensemble's
-        members (`zookeeper-1`..N, on 2181, 2182... with a base port), ports taken."""
-        infos = []
-        count = self.zookeeper_count
-        for sid in range(1 if count > 1 else 0, count + 1 if count > 1 else 1):
-            port = _pick_port(2180 + max(sid, 1) if self.base_port else None, taken)
-            taken.add(port)
-            zk_dir = self.directory / ("zookeeper" if sid == 0 else f"zookeeper-{sid}")
-            info = ProcessInfo(
-                "zookeeper", sid, None, port, str(zk_dir / "zookeeper.out"), str(zk_dir)
-            )
-            if count > 1:
-                info.quorum_port = _pick_port(None, taken)
-                taken.add(info.quorum_port)
-                info.election_port = _pick_port(None, taken)
-                taken.add(info.election_port)
-            infos.append(info)
-        return infos
-
-    def _zookeeper_peers(self) -> dict[int, PeerPorts]:
-        return {
-            max(z.id, 1): PeerPorts(z.port, z.quorum_port or 0, z.election_port or 0)
-            for z in self._require_state().zookeepers()
-        }
-
     def _wait_zookeeper(self, deadline: float, only: list[ProcessInfo] | None = None) -> None:
-        """Until ZooKeeper serves clients: a quorum of the ensemble is up (with `only`,
-        until each of those servers serves again)."""
-        servers = only or self._require_state().zookeepers()
+        """Until ZooKeeper serves (a quorum is up); with `only`, each of those servers."""
         try:
-            wait_quorum(
-                [z.port for z in servers],
-                max(0.0, deadline - time.monotonic()),
-                all_serving=only is not None,
-            )
+            wait_zookeeper(only or self._require_state().zookeepers(), deadline, each=bool(only))
         except ZooKeeperError as exc:
-            logs = ", ".join(z.log_path for z in servers)
-            raise LauncherError(f"ZooKeeper did not come up ({exc}); see {logs}") from None
+            raise LauncherError(str(exc)) from None
 
     def _write_admin_credential(self, timeout_s: float) -> None:
         files = self._secure_files()
@@ -427,9 +402,7 @@ class LocalCluster:
 
     def _start_process(self, info: ProcessInfo) -> None:
         if info.role == "zookeeper":
-            server = member(Path(info.data_dir), max(info.id, 1), self._zookeeper_peers())
-            server.start(detach=True, wait=False)  # readiness: `_wait_zookeeper`
-            info.pid = server.pid
+            info.pid = start_zookeeper(info, self._require_state().zookeepers())
             return
         if info.config_path is None:
             raise LauncherError(f"{info.name} has no config file in the cluster state")
