@@ -5,8 +5,9 @@ One real cluster for the module (`tributary cluster up --zookeepers 3 --zk-chroo
 brokers, 4 s ZooKeeper sessions). What a user relies on, as in Kafka:
 - with a chroot, every znode the brokers and the controller write is under it, and the
   chroot was created by them (nobody made it beforehand);
-- one ZooKeeper server of three down changes nothing: produce and fetch work, a
-  broker's death still fails its partitions over, and the server rejoins;
+- one ZooKeeper server of three down (`tributary cluster kill zookeeper-N`, the
+  ensemble's leader) changes nothing: produce and fetch work, a broker's death still
+  fails its partitions over, and the server rejoins (`cluster restart zookeeper-N`);
 - two of three paused (SIGSTOP) past the session timeout: the ensemble has no quorum,
   yet acks=1 produce and fetch keep working on the current leaders; a follower that dies
   meanwhile cannot leave the ISR, so acks=all waits out its timeout while acks=1 goes
@@ -19,6 +20,9 @@ The last test leaves two brokers down: the module's cluster ends with it.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -33,6 +37,7 @@ from tests.integration.conftest import running_cluster
 from tests.integration.helpers import broker_port, create_topic, produce, wait_until
 from tools.cluster.inspect import read_cluster
 from tools.cluster.launcher import LocalCluster
+from tools.cluster.state import ClusterState
 from tools.cluster.zookeeper import serving_mode
 
 pytestmark = pytest.mark.integration
@@ -142,15 +147,33 @@ def test_the_ensemble_serves_and_every_znode_is_under_the_chroot(cluster):
         root.close()
 
 
+def _cli(cluster: LocalCluster, *args: str) -> str:
+    """`tributary cluster --dir <the cluster> ARGS...`, as a user runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tools", "cluster", "--dir", str(cluster.directory), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def _modes(cluster: LocalCluster) -> dict[str, str | None]:
+    """Each ZooKeeper server's mode (leader, follower; None: not serving), asked directly."""
+    return {z.name: serving_mode("127.0.0.1", z.port) for z in cluster.state.zookeepers()}
+
+
 def test_one_zookeeper_down_changes_nothing(cluster):
     create_topic(cluster, "one-down", 1, 3)
     assert wait_until(lambda: _converged(cluster, "one-down"), SETTLE_S)
     # Kill the ensemble's leader: the other two elect a new one, sessions move over.
-    zk_leader = next(
-        z for z in cluster.state.zookeepers() if serving_mode("127.0.0.1", z.port) == "leader"
-    )
-    cluster.kill(zk_leader.name)
+    zk_leader = next(name for name, mode in _modes(cluster).items() if mode == "leader")
+    assert f"sent SIGKILL to {zk_leader}" in _cli(cluster, "kill", zk_leader)
+    cluster.state = ClusterState.load(cluster.directory)  # what the CLI did
     try:
+        assert wait_until(lambda: "leader" in _modes(cluster).values(), SETTLE_S)
+        assert _modes(cluster)[zk_leader] is None
         leader = _leader(cluster, "one-down")
         _produce_ok(cluster, leader, "one-down", [b"a", b"b"], acks=-1)
         assert _fetch_values(cluster, leader, "one-down") == [b"a", b"b"]
@@ -163,8 +186,14 @@ def test_one_zookeeper_down_changes_nothing(cluster):
         assert _fetch_values(cluster, new_leader, "one-down") == [b"a", b"b", b"c"]
         cluster.start(f"broker-{leader}")
     finally:
-        cluster.start(zk_leader.name)
-    assert serving_mode("127.0.0.1", zk_leader.port) in ("follower", "leader")
+        assert f"restarted {zk_leader}" in _cli(cluster, "restart", zk_leader)
+        cluster.state = ClusterState.load(cluster.directory)
+    status = json.loads(_cli(cluster, "status", "--json"))
+    modes = {
+        p["name"]: p["zookeeper_mode"] for p in status["processes"] if p["role"] == "zookeeper"
+    }
+    assert modes[zk_leader] in ("follower", "leader")  # it serves again
+    assert sorted(modes.values()) == ["follower", "follower", "leader"]
     assert wait_until(lambda: _converged(cluster, "one-down"), SETTLE_S)
 
 

@@ -30,7 +30,12 @@ from tools.cluster import secure
 from tools.cluster.pki import CA_FILE
 from tools.cluster.secure import SecureFiles
 from tools.cluster.state import ClusterState, ProcessInfo, process_alive
-from tools.cluster.zk_processes import start_zookeeper, wait_zookeeper, zookeeper_infos
+from tools.cluster.zk_processes import (
+    ensemble_settings,
+    start_zookeeper,
+    wait_zookeeper,
+    zookeeper_infos,
+)
 from tools.cluster.zookeeper import ZooKeeperError, free_port, serving_mode
 
 # Small values for a cluster on one machine: failures are visible within seconds.
@@ -106,6 +111,7 @@ class ProcessStatus:
     state: str  # running | paused | stopped
     registered: bool | None = None
     rack: str | None = None  # a broker's broker.rack
+    zookeeper_mode: str | None = None  # standalone, leader, follower; None: not serving
 
 
 def _pid_state(pid: int | None) -> str:
@@ -176,12 +182,11 @@ class LocalCluster:
         keeps them in its state, so restarted brokers keep their rack). `zookeepers`:
         how many ZooKeeper servers (1, or an ensemble of 3 or 5); `zk_chroot`: the
         servers' `zookeeper.connect` ends in this path (created by the first to start)."""
-        if zookeepers < 1:
-            raise LauncherError(f"--zookeepers {zookeepers}: need at least one")
-        if zk_chroot is not None and not _valid_chroot(zk_chroot):
-            raise LauncherError(f"--zk-chroot {zk_chroot!r}: expected a path like /tributary")
+        try:
+            self.zk_chroot = ensemble_settings(zookeepers, zk_chroot)
+        except ValueError as exc:
+            raise LauncherError(str(exc)) from None
         self.zookeeper_count = zookeepers
-        self.zk_chroot = (zk_chroot or "").rstrip("/")
         self.directory = Path(directory).resolve()
         self.secure = secure
         self.internal_listener = internal_listener
@@ -252,8 +257,12 @@ class LocalCluster:
         if self.state is not None:
             # Some processes are gone: start exactly those again, with the same ports.
             restarted = [p for p in self.state.processes if not process_alive(p.pid)]
+            zk_restarted = [p for p in restarted if p.role == "zookeeper"]
             for info in restarted:
                 self._start_process(info)
+                if zk_restarted and info is zk_restarted[-1]:  # servers first need a quorum
+                    self.state.save()
+                    self._wait_zookeeper(time.monotonic() + timeout_s)
             self.state.save()
             self.wait_ready(timeout_s, started=restarted)
             return self.state
@@ -593,6 +602,7 @@ class LocalCluster:
                 p.port,
                 _pid_state(p.pid),
                 rack=self.rack_of(p.id) if p.role == "broker" else None,
+                zookeeper_mode=serving_mode("127.0.0.1", p.port) if p.role == "zookeeper" else None,
             )
             for p in state.processes
         ]
@@ -610,11 +620,7 @@ class LocalCluster:
             "offline_partitions": [],
             "leaders": {},
         }
-        modes = {z.name: serving_mode("127.0.0.1", z.port) for z in state.zookeepers()}
-        for p in result["processes"]:
-            if p["role"] == "zookeeper":  # standalone, leader, follower; None: not serving
-                p["zookeeper_mode"] = modes[p["name"]]
-        if not any(modes.values()):
+        if not any(p.zookeeper_mode for p in processes):
             result["zookeeper_state"] = "down"
             return result
         result["zookeeper_state"] = "up"
@@ -651,12 +657,6 @@ class LocalCluster:
             for p in view.partitions
         ]
         return result
-
-
-def _valid_chroot(chroot: str) -> bool:
-    """A ZooKeeper path: starts with "/", no empty or relative element."""
-    parts = chroot.rstrip("/").split("/")
-    return chroot.startswith("/") and all(p not in ("", ".", "..") for p in parts[1:])
 
 
 def _reap(pid: int | None) -> None:

@@ -22,6 +22,19 @@ from tools.cluster.zookeeper import PeerPorts, ZooKeeperError
 CLIENT_BASE_PORT = 2181
 
 
+def ensemble_settings(zookeepers: int, zk_chroot: str | None) -> str:
+    """The chroot to append to the connect string ("" for none), or a ValueError saying
+    what is wrong with the arguments (`cluster up --zookeepers N --zk-chroot PATH`)."""
+    if zookeepers < 1:
+        raise ValueError(f"--zookeepers {zookeepers}: need at least one")
+    if zk_chroot is None:
+        return ""
+    parts = zk_chroot.rstrip("/").split("/")
+    if not zk_chroot.startswith("/") or any(p in ("", ".", "..") for p in parts[1:]):
+        raise ValueError(f"--zk-chroot {zk_chroot!r}: expected a path like /tributary")
+    return zk_chroot.rstrip("/")
+
+
 def zookeeper_infos(
     directory: Path, count: int, pick: Callable[[int | None], int], base_ports: bool
 ) -> list[ProcessInfo]:
