@@ -7,8 +7,8 @@ four-letter command `srvr` says it serves (standalone, or leader/follower of a q
 A member of an ensemble (`server_id` >= 1 and `peers`: every member's client, quorum
 and election ports) also gets the `server.N=...` lines and its `myid` file; its
 `start(wait=False)` returns at once, since no member serves before a quorum is up
-(`ensemble.py` starts them all, then waits). `stop()` kills exactly that pid. Used by
-the test fixtures and by the local cluster launcher alike.
+(the launcher starts them all, then waits: `zk_processes.py`). `stop()` kills exactly
+that pid. Used by the test fixtures and by the local cluster launcher alike.
 """
 
 from __future__ import annotations
