@@ -8,6 +8,10 @@ callbacks (children/data watches, session state changes) are handed to Trio with
 Kazoo's exceptions, stats and states are translated into the seam's types
 (`server_common.zk`) on the way out, results of multis and pipelined batches included.
 
+A connect string may end in a chroot (`host:port,host:port/tributary`): every path is
+then under it. `start()` creates the chroot znode first when it is absent (through a
+short session without the chroot), as Kafka's `createChrootIfNecessary` does.
+
 Batch reads (`get_many`) use kazoo's async API inside one worker thread: all requests
 are written to the session before waiting for any answer, so reading thousands of
 znodes takes one round trip's latency plus transfer, not thousands of round trips. The
@@ -115,6 +119,9 @@ class KazooZooKeeper:
     async def start(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         timeout = self.connection_timeout_ms / 1000
+        chroot = split_chroot(self.hosts)[1]
+        if chroot:
+            await self._run(_ensure_chroot, self.hosts, chroot, timeout)
         await self._run(self._kazoo.start, timeout=timeout)
 
     async def stop(self, timeout_s: float = 5.0) -> None:
@@ -358,6 +365,25 @@ class KazooZooKeeper:
 
         await self._run(lambda: DataWatch(self._kazoo, path, on_data))
         return receive
+
+
+def split_chroot(hosts: str) -> tuple[str, str]:
+    """("host:port,host:port", "/chroot") of a connect string ("" when it has none; a
+    trailing "/" alone is no chroot)."""
+    servers, slash, chroot = hosts.partition("/")
+    chroot = (slash + chroot).rstrip("/")
+    return servers, chroot
+
+
+def _ensure_chroot(hosts: str, chroot: str, timeout_s: float) -> None:
+    """Create the chroot znode (and its parents) if absent, in a session without it."""
+    root = KazooClient(hosts=split_chroot(hosts)[0], timeout=timeout_s)
+    root.start(timeout=timeout_s)
+    try:
+        root.ensure_path(chroot)
+    finally:
+        root.stop()
+        root.close()
 
 
 def _op_result(result: Any) -> Any:

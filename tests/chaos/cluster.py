@@ -17,9 +17,9 @@ connecting process, `socket_owner.py`). The chaos clients then log in as the clu
 library's clients get theirs from tests/integration/helpers.py's `admin_security`).
 
 `restore()` brings the cluster back to full health between faults: heals every link,
-resumes paused processes, starts stopped ones, waits until every partition has a leader
-and a full ISR. `replica_logs()` reads each replica's segment files from disk (for the
-divergence check).
+resumes paused processes, starts stopped ones (ZooKeeper servers first), waits until
+every partition has a leader and a full ISR. `replica_logs()` reads each replica's
+segment files from disk (for the divergence check).
 """
 
 from __future__ import annotations
@@ -179,9 +179,10 @@ class ChaosCluster(LocalCluster):
         for info in self.state.processes:
             if process_alive(info.pid) and _pid_state(info.pid) == "paused":
                 os.kill(info.pid, signal.SIGCONT)
-        for info in self.state.processes:
-            if info.role != "zookeeper" and not process_alive(info.pid):
-                self.start(info.name)
+        for role in ("zookeeper", "controller", "broker"):  # ZooKeeper's quorum first
+            for info in self.state.processes:
+                if info.role == role and not process_alive(info.pid):
+                    self.start(info.name)
         deadline = time.monotonic() + timeout_s
         while not self.healthy(topics):
             if time.monotonic() > deadline:

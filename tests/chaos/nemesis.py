@@ -39,6 +39,8 @@ KINDS = (
 
 
 class Nemesis:
+    kinds: tuple[str, ...] = KINDS
+
     def __init__(self, cluster: ChaosCluster, topic: str, seed: int, duration_s: float):
         self.cluster = cluster
         self.topic = topic
@@ -49,10 +51,10 @@ class Nemesis:
 
     def __call__(self, window: FaultWindow) -> None:
         deadline = time.monotonic() + self.duration_s
-        kinds = list(KINDS)
+        kinds = list(self.kinds)
         self.rng.shuffle(kinds)  # the first round covers every kind once
         while time.monotonic() < deadline:
-            kind = kinds.pop() if kinds else self.rng.choice(KINDS)
+            kind = kinds.pop() if kinds else self.rng.choice(self.kinds)
             started = time.monotonic()
             getattr(self, kind)(window)
             window.end()
@@ -113,9 +115,12 @@ class Nemesis:
         self.cluster.start(name)
 
     def pause_zookeeper(self, window: FaultWindow) -> None:
-        self.cluster.pause("zookeeper")
+        servers = [z.name for z in self.cluster.state.zookeepers()]  # all of an ensemble
+        for name in servers:
+            self.cluster.pause(name)
         self._hold(SESSION_TIMEOUT_S + 1, SESSION_TIMEOUT_S + 2)
-        self.cluster.resume("zookeeper")
+        for name in servers:
+            self.cluster.resume(name)
 
     def cut_link(self, window: FaultWindow) -> None:
         a, b = self.rng.sample(self.cluster.broker_ids(), 2)

@@ -31,16 +31,25 @@ TEST_CONTROLLER_SETTINGS = {
 
 @contextmanager
 def running_cluster(
-    directory: Path, brokers: int = 3, controllers: int = 1, **broker_overrides
+    directory: Path,
+    brokers: int = 3,
+    controllers: int = 1,
+    *,
+    zookeepers: int = 1,
+    zk_chroot: str | None = None,
+    **broker_overrides,
 ) -> Iterator[LocalCluster]:
     """A cluster with the test settings (and `broker_overrides`), up for the block and
     stopped by pid at its end, also when it failed to come up half way (for the
-    module-scoped `cluster` fixtures: `with running_cluster(tmp.mktemp("x")) as c`)."""
+    module-scoped `cluster` fixtures: `with running_cluster(tmp.mktemp("x")) as c`).
+    `zookeepers`, `zk_chroot`: as `tributary cluster up --zookeepers N --zk-chroot P`."""
     cluster = LocalCluster(
         directory,
         brokers=brokers,
         controllers=controllers,
         base_port=None,
+        zookeepers=zookeepers,
+        zk_chroot=zk_chroot,
         broker_overrides={**TEST_BROKER_SETTINGS, **broker_overrides},
         controller_overrides=dict(TEST_CONTROLLER_SETTINGS),
     )

@@ -9,8 +9,10 @@ so the interpreter that runs it can always parse its output. Skipped, with the r
 when docker-compose is not installed.
 
 Checked against the launcher (tools/cluster/launcher.py): the broker and controller
-counts and ids, one volume per broker for its log dir, every server waiting for a
-healthy ZooKeeper, the brokers' published ports, the small timeouts
+counts and ids, one volume per broker for its log dir, a ZooKeeper ensemble of three
+(`--zookeepers 3`: ZOO_MY_ID, ZOO_SERVERS, healthy only within a quorum, a volume each),
+every server waiting for all three and connecting to all three, the brokers' published
+ports, the small timeouts
 (LOCAL_BROKER_SETTINGS / LOCAL_CONTROLLER_SETTINGS), and that every server's command
 line is one `tributary` accepts (parsed by the real CLI and config classes). Those
 checks run on both files; the secure file's servers are loaded with the files its `pki`
@@ -113,7 +115,7 @@ def pki_dir(tmp_path_factory) -> Path:
     zookeeper = ZooKeeperServer(out.parent / "zookeeper")
     with zookeeper:
         args = [
-            arg.replace(SECURITY_DIR, str(out)).replace("zookeeper:2181", zookeeper.connect_string)
+            arg.replace(SECURITY_DIR, str(out)).replace(ZOOKEEPER_CONNECT, zookeeper.connect_string)
             for arg in service["command"]
         ]
         written = []
@@ -228,25 +230,45 @@ def test_same_brokers_and_controllers_as_the_launcher(compose):
     assert controller_ids == [CONTROLLER_ID_BASE + i for i in range(1, defaults.controllers + 1)]
 
 
-def test_zookeeper_is_the_official_image_with_a_ruok_healthcheck(compose):
-    zk = compose["services"]["zookeeper"]
-    assert zk["image"].startswith("zookeeper:3.8")
-    assert "ruok" in zk["environment"]["ZOO_4LW_COMMANDS_WHITELIST"].split(",")
-    assert "ruok" in " ".join(zk["healthcheck"]["test"])
-    if "pki" in compose["services"]:
-        assert _published(zk) == {}  # secure: ZooKeeper (not secured) stays inside
-    else:
-        assert _published(zk) == {2181: 2181}  # `cluster watch --zookeeper localhost:2181`
+ZOOKEEPERS = ["zookeeper-1", "zookeeper-2", "zookeeper-3"]
+ZOOKEEPER_CONNECT = ",".join(f"{name}:2181" for name in ZOOKEEPERS)
+
+
+def _zookeepers(compose: dict) -> dict[str, dict]:
+    return {n: s for n, s in compose["services"].items() if s.get("image", "").startswith("zoo")}
+
+
+def test_zookeeper_is_an_ensemble_of_three_official_images_healthy_with_a_quorum(compose):
+    zookeepers = _zookeepers(compose)
+    assert sorted(zookeepers) == ZOOKEEPERS
+    expected_servers = {f"server.{i}=zookeeper-{i}:2888:3888;2181" for i in (1, 2, 3)}
+    for i, name in enumerate(ZOOKEEPERS, start=1):
+        zk = zookeepers[name]
+        assert zk["image"].startswith("zookeeper:3.8")
+        assert zk["hostname"] == name
+        env = zk["environment"]
+        assert str(env["ZOO_MY_ID"]) == str(i)
+        assert set(env["ZOO_SERVERS"].split()) == expected_servers
+        assert "srvr" in env["ZOO_4LW_COMMANDS_WHITELIST"].split(",")
+        # Healthy only when serving, i.e. within a quorum (ruok answers without one).
+        assert "srvr" in " ".join(zk["healthcheck"]["test"])
+        volumes = {v.split(":")[1]: v.split(":")[0] for v in zk["volumes"]}
+        assert volumes == {"/data": f"{name}-data", "/datalog": f"{name}-datalog"}
+        if "pki" in compose["services"]:
+            assert _published(zk) == {}  # secure: ZooKeeper (not secured) stays inside
+        else:  # `cluster watch --zookeeper localhost:2181,localhost:2182,localhost:2183`
+            assert _published(zk) == {2181: 2180 + i}
 
 
 def test_every_server_waits_for_a_healthy_zookeeper_and_has_a_healthcheck(compose):
     servers = {**_servers(compose, "broker"), **_servers(compose, "controller")}
     for name, service in servers.items():
-        assert service["depends_on"]["zookeeper"]["condition"] == "service_healthy", name
+        for zk_name in ZOOKEEPERS:
+            assert service["depends_on"][zk_name]["condition"] == "service_healthy", name
         assert service["healthcheck"]["test"], name
         assert service["build"]["target"] == "runtime", name
         zk = (_broker_config if name.startswith("broker") else _controller_config)(service)
-        assert zk.values["zookeeper.connect"] == "zookeeper:2181", name
+        assert zk.values["zookeeper.connect"] == ZOOKEEPER_CONNECT, name
 
 
 def test_each_broker_keeps_its_log_in_its_own_volume(compose):
@@ -331,7 +353,9 @@ def test_secure_servers_read_the_security_volume_pki_fills_first(secure_compose)
     pki = services["pki"]
     assert _volume_at(pki, SECURITY_DIR) == "security"
     assert f"--out={SECURITY_DIR}" in pki["command"]
-    assert pki["depends_on"]["zookeeper"]["condition"] == "service_healthy"
+    for zk_name in ZOOKEEPERS:
+        assert pki["depends_on"][zk_name]["condition"] == "service_healthy"
+    assert f"--zookeeper={ZOOKEEPER_CONNECT}" in pki["command"]
     servers = {**_servers(secure_compose, "broker"), **_servers(secure_compose, "controller")}
     assert len(servers) == 5
     for name, service in servers.items():

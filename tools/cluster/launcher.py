@@ -1,7 +1,9 @@
 """The local cluster launcher: ZooKeeper, controllers and brokers as background processes.
 
 How it works: `LocalCluster.up()` lays out a cluster directory (one sub-directory per
-process with its properties file, data and log file), starts ZooKeeper, then the
+process with its properties file, data and log file), starts ZooKeeper (one server
+`zookeeper`, or an ensemble `zookeeper-1`..`zookeeper-N` with `zookeepers=N`, waiting
+for its quorum; with `zk_chroot` every server's connect string ends in it), then the
 controllers and brokers with `python -m controller|broker --config FILE` in new
 sessions (they outlive the CLI), waits until every broker is registered in
 /brokers/ids and a controller holds /controller, and writes `cluster.json` with every
@@ -28,7 +30,13 @@ from tools.cluster import secure
 from tools.cluster.pki import CA_FILE
 from tools.cluster.secure import SecureFiles
 from tools.cluster.state import ClusterState, ProcessInfo, process_alive
-from tools.cluster.zookeeper import ZooKeeperServer, four_letter_word, free_port
+from tools.cluster.zk_processes import (
+    ensemble_settings,
+    start_zookeeper,
+    wait_zookeeper,
+    zookeeper_infos,
+)
+from tools.cluster.zookeeper import ZooKeeperError, free_port, serving_mode
 
 # Small values for a cluster on one machine: failures are visible within seconds.
 LOCAL_BROKER_SETTINGS = {
@@ -103,6 +111,7 @@ class ProcessStatus:
     state: str  # running | paused | stopped
     registered: bool | None = None
     rack: str | None = None  # a broker's broker.rack
+    zookeeper_mode: str | None = None  # standalone, leader, follower; None: not serving
 
 
 def _pid_state(pid: int | None) -> str:
@@ -163,12 +172,21 @@ class LocalCluster:
         internal_listener: bool = False,
         secure: bool = False,
         racks: list[str] | None = None,
+        zookeepers: int = 1,
+        zk_chroot: str | None = None,
     ):
         """`internal_listener`: brokers talk among themselves (and the controller to
         them) on a listener of their own (see `_broker_listeners`). `secure`: every
         listener SASL_SSL and the authorizer on (`secure.py`), for a new cluster.
         `racks`: broker i's `broker.rack` is racks[(i - 1) % len(racks)] (a new cluster
-        keeps them in its state, so restarted brokers keep their rack)."""
+        keeps them in its state, so restarted brokers keep their rack). `zookeepers`:
+        how many ZooKeeper servers (1, or an ensemble of 3 or 5); `zk_chroot`: the
+        servers' `zookeeper.connect` ends in this path (created by the first to start)."""
+        try:
+            self.zk_chroot = ensemble_settings(zookeepers, zk_chroot)
+        except ValueError as exc:
+            raise LauncherError(str(exc)) from None
+        self.zookeeper_count = zookeepers
         self.directory = Path(directory).resolve()
         self.secure = secure
         self.internal_listener = internal_listener
@@ -191,11 +209,18 @@ class LocalCluster:
         name = name.strip().lower()
         if name in ("zookeeper", "zk"):
             found = state.zookeeper()
+            if len(state.zookeepers()) > 1:
+                raise LauncherError(
+                    f"the cluster runs {len(state.zookeepers())} ZooKeeper servers: "
+                    "name one, e.g. zookeeper-1"
+                )
         else:
+            name = name.replace("zk-", "zookeeper-", 1) if name.startswith("zk-") else name
             role, _, number = name.rpartition("-")
             if not number.isdigit():
                 raise LauncherError(
-                    f"unknown process {name!r}: use e.g. 2, broker-2, controller-1001, zookeeper"
+                    f"unknown process {name!r}: use e.g. 2, broker-2, controller-1001, "
+                    "zookeeper (zookeeper-1 in an ensemble)"
                 )
             role = role or ("controller" if int(number) >= CONTROLLER_ID_BASE else "broker")
             found = state.find(role, int(number))
@@ -232,30 +257,40 @@ class LocalCluster:
         if self.state is not None:
             # Some processes are gone: start exactly those again, with the same ports.
             restarted = [p for p in self.state.processes if not process_alive(p.pid)]
+            zk_restarted = [p for p in restarted if p.role == "zookeeper"]
             for info in restarted:
                 self._start_process(info)
+                if zk_restarted and info is zk_restarted[-1]:  # servers first need a quorum
+                    self.state.save()
+                    self._wait_zookeeper(time.monotonic() + timeout_s)
             self.state.save()
             self.wait_ready(timeout_s, started=restarted)
             return self.state
         self.directory.mkdir(parents=True, exist_ok=True)
         taken: set[int] = set()
-        zk_dir = self.directory / "zookeeper"
-        zk_port = _pick_port(2181 if self.base_port else None, taken)
-        taken.add(zk_port)
+
+        def pick(preferred: int | None) -> int:
+            port = _pick_port(preferred, taken)
+            taken.add(port)
+            return port
+
+        zk_infos = zookeeper_infos(
+            self.directory, self.zookeeper_count, pick, base_ports=bool(self.base_port)
+        )
         state = ClusterState(
             directory=str(self.directory),
-            zookeeper_connect=f"127.0.0.1:{zk_port}",
+            zookeeper_connect=",".join(f"127.0.0.1:{z.port}" for z in zk_infos) + self.zk_chroot,
             settings={
                 "brokers": self.broker_count,
                 "controllers": self.controller_count,
                 "secure": self.secure,
                 "racks": self.racks,
+                "zookeepers": self.zookeeper_count,
+                "zk_chroot": self.zk_chroot,
             },
         )
         self.state = state
-        state.processes.append(
-            ProcessInfo("zookeeper", 0, None, zk_port, str(zk_dir / "zookeeper.out"), str(zk_dir))
-        )
+        state.processes.extend(zk_infos)
         for i in range(1, self.controller_count + 1):
             cid = CONTROLLER_ID_BASE + i
             port = _pick_port(None, taken)
@@ -305,8 +340,10 @@ class LocalCluster:
                 self._write_config(info)
                 self._start_process(info)
                 state.save()
-                if info.role == "zookeeper" and self.secure:
-                    self._write_admin_credential(info, timeout_s)
+                if info is zk_infos[-1]:  # the whole ensemble started: wait for its quorum
+                    self._wait_zookeeper(time.monotonic() + timeout_s)
+                    if self.secure:
+                        self._write_admin_credential(timeout_s)
             self.wait_ready(timeout_s)
         except BaseException:
             self.down()
@@ -319,14 +356,17 @@ class LocalCluster:
             return None
         return secure.prepare(self.directory)
 
-    def _write_admin_credential(self, zk_info: ProcessInfo, timeout_s: float) -> None:
+    def _wait_zookeeper(self, deadline: float, only: list[ProcessInfo] | None = None) -> None:
+        """Until ZooKeeper serves (a quorum is up); with `only`, each of those servers."""
+        try:
+            wait_zookeeper(only or self._require_state().zookeepers(), deadline, each=bool(only))
+        except ZooKeeperError as exc:
+            raise LauncherError(str(exc)) from None
+
+    def _write_admin_credential(self, timeout_s: float) -> None:
         files = self._secure_files()
         assert files is not None
-        deadline = time.monotonic() + timeout_s
-        while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
-            if time.monotonic() > deadline:
-                raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
-            time.sleep(0.1)
+        self._wait_zookeeper(time.monotonic() + timeout_s)
         from tools.cluster.inspect import run_blocking
 
         connect = self._require_state().zookeeper_connect
@@ -371,9 +411,7 @@ class LocalCluster:
 
     def _start_process(self, info: ProcessInfo) -> None:
         if info.role == "zookeeper":
-            server = ZooKeeperServer(Path(info.data_dir), port=info.port)
-            server.start(detach=True)
-            info.pid = server.pid
+            info.pid = start_zookeeper(info, self._require_state().zookeepers())
             return
         if info.config_path is None:
             raise LauncherError(f"{info.name} has no config file in the cluster state")
@@ -407,11 +445,8 @@ class LocalCluster:
         state = self._require_state()
         watched = list(state.processes if started is None else started)
         deadline = time.monotonic() + timeout_s
-        zk_info = self.process("zookeeper")
-        while four_letter_word("127.0.0.1", zk_info.port, "ruok") != "imok":
-            if time.monotonic() > deadline:
-                raise LauncherError("ZooKeeper did not come up; see " + zk_info.log_path)
-            time.sleep(0.1)
+        started_zk = [z for z in watched if z.role == "zookeeper"]
+        self._wait_zookeeper(deadline, started_zk if started is not None and started_zk else None)
         import trio  # the ZooKeeper session only here: `tributary` starts faster without
 
         from tools.cluster.inspect import read_cluster_view, run_blocking, zookeeper_session
@@ -497,6 +532,12 @@ class LocalCluster:
         self.wait_ready(timeout_s, require_controller=False, started=[info])
         return info
 
+    def restart(self, name: str, timeout_s: float = 60.0) -> ProcessInfo:
+        """`stop` (if it runs), then `start`: same ports, same data."""
+        if process_alive(self.process(name).pid):
+            self.stop(name)
+        return self.start(name, timeout_s)
+
     def _wait_exit(self, info: ProcessInfo, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while process_alive(info.pid):
@@ -513,8 +554,7 @@ class LocalCluster:
         if self.state is None:
             return []
         stopped: list[str] = []
-        zookeeper = self.state.zookeeper()
-        for group in (self.state.brokers(), self.state.controllers(), [zookeeper]):
+        for group in (self.state.brokers(), self.state.controllers(), self.state.zookeepers()):
             running = [(p, p.pid) for p in group if p is not None and process_alive(p.pid)]
             for info, pid in running:
                 if _pid_state(pid) == "paused":
@@ -562,6 +602,7 @@ class LocalCluster:
                 p.port,
                 _pid_state(p.pid),
                 rack=self.rack_of(p.id) if p.role == "broker" else None,
+                zookeeper_mode=serving_mode("127.0.0.1", p.port) if p.role == "zookeeper" else None,
             )
             for p in state.processes
         ]
@@ -579,8 +620,7 @@ class LocalCluster:
             "offline_partitions": [],
             "leaders": {},
         }
-        zk = self.process("zookeeper")
-        if four_letter_word("127.0.0.1", zk.port, "ruok", timeout=0.5) != "imok":
+        if not any(p.zookeeper_mode for p in processes):
             result["zookeeper_state"] = "down"
             return result
         result["zookeeper_state"] = "up"

@@ -1,7 +1,8 @@
 """The local cluster's state file: what `tributary cluster up` started, and where.
 
 How it works: the launcher writes `<cluster dir>/cluster.json` (pids, ports, log paths,
-data dirs, the ZooKeeper connect string); every other CLI command reads it to find the
+data dirs, the ZooKeeper connect string: every server of the ensemble, and the chroot if
+any); every other CLI command reads it to find the
 running cluster without flags. The cluster dir is `--dir`, else `$TRIBUTARY_CLUSTER_DIR`,
 else `./.tributary`.
 """
@@ -30,10 +31,14 @@ class ProcessInfo:
     metrics_port: int | None = None
     config_path: str | None = None
     kafka_port: int | None = None  # a broker's Kafka-protocol listener
+    # A member of a ZooKeeper ensemble (id >= 1): its quorum and leader-election ports.
+    quorum_port: int | None = None
+    election_port: int | None = None
 
     @property
     def name(self) -> str:
-        return self.role if self.role == "zookeeper" else f"{self.role}-{self.id}"
+        """`broker-2`, `controller-1001`, `zookeeper` (a single server) or `zookeeper-2`."""
+        return self.role if self.role == "zookeeper" and not self.id else f"{self.role}-{self.id}"
 
 
 @dataclass
@@ -51,6 +56,10 @@ class ClusterState:
 
     def zookeeper(self) -> ProcessInfo | None:
         return next((p for p in self.processes if p.role == "zookeeper"), None)
+
+    def zookeepers(self) -> list[ProcessInfo]:
+        """The single server, or every member of the ensemble."""
+        return [p for p in self.processes if p.role == "zookeeper"]
 
     def find(self, role: str, id_: int) -> ProcessInfo | None:
         return next((p for p in self.processes if p.role == role and p.id == id_), None)

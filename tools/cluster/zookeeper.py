@@ -1,9 +1,14 @@
-"""Run a real ZooKeeper server (Debian's jar) as a child process.
+"""Run a real ZooKeeper server (Debian's jar) as a child process, alone or as one
+member of an ensemble.
 
 `ZooKeeperServer.start()` writes a zoo.cfg into its data directory, launches
 `java ... QuorumPeerMain zoo.cfg` on a free loopback port, and waits until the
-four-letter command `ruok` answers `imok`. `stop()` kills exactly that pid. Used by
-the test fixtures and by the local cluster launcher alike.
+four-letter command `srvr` says it serves (standalone, or leader/follower of a quorum).
+A member of an ensemble (`server_id` >= 1 and `peers`: every member's client, quorum
+and election ports) also gets the `server.N=...` lines and its `myid` file; its
+`start(wait=False)` returns at once, since no member serves before a quorum is up
+(the launcher starts them all, then waits: `zk_processes.py`). `stop()` kills exactly
+that pid. Used by the test fixtures and by the local cluster launcher alike.
 """
 
 from __future__ import annotations
@@ -98,6 +103,24 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
         return ""
 
 
+def serving_mode(host: str, port: int, timeout: float = 0.5) -> str | None:
+    """The server's `Mode:` (standalone, leader, follower) when it serves clients, else
+    None (down, paused, or a member of an ensemble without a quorum)."""
+    for line in four_letter_word(host, port, "srvr", timeout=timeout).splitlines():
+        if line.startswith("Mode:"):
+            return line.partition(":")[2].strip()
+    return None
+
+
+@dataclass(frozen=True)
+class PeerPorts:
+    """One member of an ensemble: its client port and its quorum and election ports."""
+
+    client: int
+    quorum: int
+    election: int
+
+
 @dataclass
 class ZooKeeperServer:
     data_dir: Path
@@ -105,6 +128,8 @@ class ZooKeeperServer:
     host: str = "127.0.0.1"
     tick_time_ms: int = 500
     max_session_timeout_ms: int = 60_000
+    server_id: int = 0  # >= 1: a member of the ensemble `peers` (by server id)
+    peers: dict[int, PeerPorts] = field(default_factory=dict)
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -118,6 +143,23 @@ class ZooKeeperServer:
     @property
     def log_path(self) -> Path:
         return self.data_dir / "zookeeper.out"
+
+    def _ensemble_lines(self) -> list[str]:
+        if not self.peers:
+            return []
+        data = self.data_dir.resolve() / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "myid").write_text(f"{self.server_id}\n")
+        return [
+            # Ticks: a follower has 10 s to join and 2.5 s of silence before the leader
+            # (or it) gives up on the other, so a paused member loses the quorum quickly.
+            "initLimit=20",
+            "syncLimit=5",
+            *(
+                f"server.{sid}={self.host}:{p.quorum}:{p.election}"
+                for sid, p in sorted(self.peers.items())
+            ),
+        ]
 
     def write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -135,6 +177,7 @@ class ZooKeeperServer:
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr",
                     "maxClientCnxns=0",
                     "autopurge.purgeInterval=0",
+                    *self._ensemble_lines(),
                     "",
                 ]
             )
@@ -157,7 +200,9 @@ class ZooKeeperServer:
             str(self.write_config()),
         ]
 
-    def start(self, timeout: float = 30.0, *, detach: bool = False) -> ZooKeeperServer:
+    def start(
+        self, timeout: float = 30.0, *, detach: bool = False, wait: bool = True
+    ) -> ZooKeeperServer:
         if self.port == 0:
             self.port = free_port(self.host)
         cmd = self.command()
@@ -172,7 +217,8 @@ class ZooKeeperServer:
             )
         finally:
             out.close()
-        self.wait_ready(timeout)
+        if wait:
+            self.wait_ready(timeout)
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
@@ -182,11 +228,11 @@ class ZooKeeperServer:
                 raise ZooKeeperError(
                     f"ZooKeeper exited with {self.process.returncode}; see {self.log_path}"
                 )
-            if four_letter_word(self.host, self.port, "ruok", timeout=0.5) == "imok":
+            if serving_mode(self.host, self.port) is not None:
                 return
             time.sleep(0.05)
         self.stop()
-        raise ZooKeeperError(f"ZooKeeper did not answer ruok within {timeout}s")
+        raise ZooKeeperError(f"ZooKeeper did not serve within {timeout}s; see {self.log_path}")
 
     def pause(self) -> None:
         """SIGSTOP: clients' sessions expire once it stays stopped past their timeout."""

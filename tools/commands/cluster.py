@@ -1,6 +1,6 @@
 """`tributary cluster ...`: run and poke a local cluster of real processes.
 
-up / status / down / kill / pause / resume / start / stop / logs (and watch). Every
+up / status / down / kill / pause / resume / start / stop / restart / logs (and watch). Every
 command acts on the pids recorded in the cluster directory's `cluster.json`. `pki`
 writes a secure cluster's files for servers the launcher does not start (compose).
 """
@@ -54,6 +54,18 @@ def register(subparsers) -> None:
         metavar="A,B,C",
         help="broker i's broker.rack is the ((i-1) mod n)-th of these (a new cluster)",
     )
+    up.add_argument(
+        "--zookeepers",
+        type=int,
+        default=1,
+        help="ZooKeeper servers: 1, or an ensemble (3, 5) named zookeeper-1..N",
+    )
+    up.add_argument(
+        "--zk-chroot",
+        default=None,
+        metavar="PATH",
+        help="every server's zookeeper.connect ends in this chroot, e.g. /tributary",
+    )
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(handler=_up)
 
@@ -76,13 +88,18 @@ def register(subparsers) -> None:
         ("resume", "SIGCONT a paused process", "resumed {name} (pid {pid})"),
         ("start", "start a stopped process again", "started {name} (pid {pid}, port {port})"),
         ("stop", "stop a process cleanly (a broker does a controlled shutdown)", "stopped {name}"),
+        (
+            "restart",
+            "stop a process (if running) and start it again",
+            "restarted {name} (pid {pid}, port {port})",
+        ),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("id", help="2, broker-2, controller-1001 or zookeeper")
+        p.add_argument("id", help="2, broker-2, controller-1001, zookeeper or zookeeper-2")
         p.set_defaults(handler=_process_action(name, done))
 
     kill = sub.add_parser("kill", help="send a signal to a process (default KILL)")
-    kill.add_argument("id", help="2, broker-2, controller-1001 or zookeeper")
+    kill.add_argument("id", help="2, broker-2, controller-1001, zookeeper or zookeeper-2")
     kill.add_argument("--signal", choices=["KILL", "TERM"], default="KILL")
     kill.set_defaults(handler=_kill)
 
@@ -145,6 +162,8 @@ def _up(args) -> int:
         broker_overrides=parse_overrides(args.override),
         secure=args.secure,
         racks=racks,
+        zookeepers=args.zookeepers,
+        zk_chroot=args.zk_chroot,
     )
     was_running = cluster.running()
     state = cluster.up(timeout_s=args.timeout)
@@ -212,7 +231,9 @@ def _status(args) -> int:
         )
         print(
             f" {marker}{p['name']:<16} {p['state']:<8} pid {p['pid'] or '-':<8} "
-            f"port {p['port']}{reg}" + (f"  rack {p['rack']}" if p.get("rack") else "")
+            f"port {p['port']}{reg}"
+            + (f"  rack {p['rack']}" if p.get("rack") else "")
+            + (f"  {p['zookeeper_mode']}" if p.get("zookeeper_mode") else "")
         )
     print(f"bootstrap servers: {status['bootstrap_servers']}")
     if status.get("kafka_bootstrap_servers"):
