@@ -6,7 +6,9 @@ given), starts at the end (the default, as Kafka's console consumer), at the beg
 as text (the value, or key, tab, value with `--print-key`), as the bytes stored
 (`--format raw`), or as one JSON object per line (`json`; `base64` for binary data);
 `--property print.key=true` and the other kafka-console-consumer formatter properties
-choose the fields (tools/commands/record_format.py).
+choose the fields (tools/commands/record_format.py). `--consumer-props client.rack=R`
+(tools/commands/consumer_props.py) names the consumer's rack, so brokers running a
+rack-aware `replica.selector.class` let it fetch from a replica in rack R (KIP-392).
 It stops after `--max-messages` records, or once `--timeout-ms` passes without a new
 record, and then reports "Processed a total of N messages" on stderr; otherwise it runs
 until Ctrl-C.
