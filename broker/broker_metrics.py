@@ -75,6 +75,30 @@ def register_broker_metrics(
         "idempotent producers' retried batches answered with their first write's offsets",
         lambda: stats.duplicate_batches,
     )
+    reg.counter_of(
+        "consumer_fetch_partitions_total",
+        "partitions of consumer fetches read without error, per role this broker read them "
+        "as: leader, or follower (KIP-392 fetch from the closest replica)",
+        lambda: [
+            ({"role": "leader"}, rm.consumer_reads.reads_as_leader),
+            ({"role": "follower"}, rm.consumer_reads.reads_as_follower),
+        ],
+    )
+    reg.counter_of(
+        "consumer_fetch_bytes_total",
+        "record bytes sent to consumers, per role this broker read them as: leader, or "
+        "follower (KIP-392)",
+        lambda: [
+            ({"role": "leader"}, rm.consumer_reads.bytes_as_leader),
+            ({"role": "follower"}, rm.consumer_reads.bytes_as_follower),
+        ],
+    )
+    reg.counter_of(
+        "preferred_read_replica_answers_total",
+        "consumer fetch partitions this leader answered with another replica to read from "
+        "(KIP-392 preferred_read_replica) instead of records",
+        lambda: rm.consumer_reads.preferred_replica_answers,
+    )
     reg.gauge(
         "purgatory_size",
         "PurgatorySize: delayed operations waiting, per purgatory",

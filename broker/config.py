@@ -26,6 +26,7 @@ from broker.core.log.config import LogConfig
 from broker.core.log.config_defs import COMPRESSION_TYPES, LATEST_MESSAGE_FORMAT_VERSION
 from broker.core.log.errors import ConfigError as LogConfigError
 from broker.core.replica_manager import ReplicationConfig
+from broker.core.replica_selector import SELECTOR_CHOICES, parse_selector
 from server_common.connection_limits import NO_LIMIT, parse_overrides
 from server_common.jsonl import ROTATION_CONFIG_KEYS
 from server_common.properties import (
@@ -84,6 +85,15 @@ BROKER_CONFIG = ConfigDef(
             "protocol, for Kafka clients); the inter-broker listener must be tributary",
         ),
         ConfigKey("broker.rack", "str", "", "rack id (rack-aware replica assignment)"),
+        ConfigKey(
+            "replica.selector.class",
+            "str",
+            "",
+            "KIP-392: which replica serves a consumer that sends its client.rack: "
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector (or rack-aware): "
+            "one in the consumer's rack; empty (the default) or LeaderSelector: the leader",
+            one_of("", *SELECTOR_CHOICES),
+        ),
         ConfigKey("log.dirs", "str", "/tmp/tributary-logs", "the log directory"),
         ConfigKey("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string"),
         ConfigKey("zookeeper.session.timeout.ms", "int", 18_000, "ZooKeeper session timeout"),
@@ -572,6 +582,7 @@ class BrokerConfig(PropertiesConfig):
             replica_fetch_backoff_ms=v["replica.fetch.backoff.ms"],
             isr_change_propagation_blackout_ms=v["isr.change.propagation.blackout.ms"],
             isr_change_propagation_interval_ms=v["isr.change.propagation.interval.ms"],
+            replica_selector=parse_selector(v["replica.selector.class"]),
         )
 
     def fetch_sessions(self) -> FetchSessionConfig:

@@ -217,6 +217,7 @@ class BrokerServer:
             wake_at=self.background.wake_at,
             followers_changed=self._replicas_changed,
         )
+        self.replica_manager.consumer_reads.live_rack = self.metadata_cache.live_rack
         self.background.attach(self.replica_manager, self.log_manager)
         self.background.log_cleaner = LogCleanerTask.for_broker(
             self.broker_configs.current,

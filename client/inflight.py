@@ -50,16 +50,20 @@ class LeaderMovedError(TributaryError):
 class InFlightRequest:
     """One request on its way: where it went, since when, and how to abandon it."""
 
-    __slots__ = ("node", "epochs", "sent_ms", "scope", "abandoned")
+    __slots__ = ("node", "epochs", "leaders", "sent_ms", "scope", "abandoned")
 
     def __init__(
         self, node: int, partitions: Iterable[TopicPartition], cluster: ClusterView, sent_ms: float
     ) -> None:
         self.node = node
         self.epochs: dict[TopicPartition, int] = {}
+        # The leader of each partition when sent: `node`, unless a consumer fetches from
+        # a follower its leader named (KIP-392's preferred read replica).
+        self.leaders: dict[TopicPartition, int] = {}
         for tp in partitions:
             info = cluster.partition(tp)
             self.epochs[tp] = -1 if info is None else info.leader_epoch
+            self.leaders[tp] = node if info is None or info.leader < 0 else info.leader
         self.sent_ms = sent_ms
         self.scope = trio.CancelScope()
         self.abandoned: str | None = None
@@ -70,9 +74,10 @@ class InFlightRequest:
             info = cluster.partition(tp)
             if info is None or info.leader < 0:
                 continue  # no news of a new leader yet: keep waiting
-            if info.leader != self.node or info.leader_epoch > epoch:
+            leader = self.leaders.get(tp, self.node)
+            if info.leader != leader or info.leader_epoch > epoch:
                 return (
-                    f"the leader of {tp} moved from broker {self.node} to broker "
+                    f"the leader of {tp} moved from broker {leader} to broker "
                     f"{info.leader} (epoch {info.leader_epoch}) while a request was in flight"
                 )
         return None

@@ -126,7 +126,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_scram_logins.py": 25,
     "tests/integration/test_scrub_repair.py": 14,
     "tests/integration/test_acls.py": 15,
-    "tests/integration/test_racks.py": 27,
+    "tests/integration/test_racks.py": 40,
     "tests/integration/test_zk_ensemble.py": 45,
     "tests/unit/test_kafka_bounds.py": 15,
 }

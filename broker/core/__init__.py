@@ -27,7 +27,10 @@ Map:
 - `assignment.py`: replica assignment for new topics and partitions;
   `partition_limits.py`: the partition-count limits CreateTopics/CreatePartitions check;
 - `rack_assignment.py`: rack-aware replica assignment (alternating racks) and the
-  choice between it and the rack-unaware one;
+  choice between it and the rack-unaware one; `replica_selector.py`: KIP-392's
+  selectors, which replica a consumer in a given rack should fetch from;
+  `consumer_reads.py`: KIP-392 in the replica manager (the preferred read replica
+  answer, consumer reads counted by role, followers' HW moves waking waiting fetches);
 - `scram_users.py`: users' SCRAM credentials as the KIP-554 admin APIs check, change
   and describe them;
 - `producer_ids.py`: idempotent producers' ids, from blocks claimed in ZooKeeper;

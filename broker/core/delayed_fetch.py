@@ -5,11 +5,15 @@ than `min_bytes` waits in the fetch purgatory, watched under each of its partiti
 Appends (for followers) and HW moves (for consumers) re-check it. `try_complete`
 completes it when any of these holds:
 
-- Case A: this broker is no longer the leader of one of the partitions;
+- Case A: this broker is no longer the leader of one of the partitions (for a consumer
+  fetch a follower may serve, KIP-392: no longer a replica of it);
 - Case B: this broker no longer hosts one of the partitions (StopReplica/deleted);
 - Case C: a partition's leader epoch no longer matches the fetch's (fenced);
 - Case D: a partition's readable end (LEO for followers, HW for consumers) is now
-  *below* the fetch offset (the log was truncated): answer now so the fetcher resyncs;
+  *below* the fetch offset (the log was truncated): answer now so the fetcher resyncs.
+  A follower serving a consumer (KIP-392) learns the HW one fetch after the leader, so
+  there only an offset past its LEO counts; below it, the fetch waits for the HW
+  (which its own replication moves, and re-checks this);
 - Case E: the bytes readable across all partitions reached `min_bytes`.
 
 On expiry it completes as well. Either way `on_complete` calls `complete(completed_ms)`
@@ -46,16 +50,25 @@ class FetchParams:
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    # KIP-392: the consumer's `client.rack` ("" when it sent none). A consumer fetch with
+    # one may be served by a follower, and a leader may point it at another replica.
+    client_rack: str = ""
 
     @property
     def from_follower(self) -> bool:
         return self.replica_id >= 0
 
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        """Kafka's rule: replication fetches, and consumer fetches without client
+        metadata, are served by the leader only."""
+        return self.replica_id >= 0 or not self.client_rack
+
 
 class FetchTarget(Protocol):
     """What a DelayedFetch asks of a partition (`Partition` is one)."""
 
-    def check_leader(self, current_leader_epoch: int = ...) -> None: ...
+    def check_replica(self, current_leader_epoch: int, require_leader: bool) -> None: ...
 
     def fetch_upper_bound(self, from_follower: bool) -> int: ...
 
@@ -90,12 +103,18 @@ class DelayedFetch(DelayedOperation):
             if partition is None:  # Case B
                 return True
             try:
-                partition.check_leader(request.current_leader_epoch)
+                partition.check_replica(
+                    request.current_leader_epoch, self.params.fetch_only_from_leader
+                )
             except PartitionError:  # Case A or C
                 return True
             end = partition.fetch_upper_bound(from_follower)
-            if end < request.fetch_offset:  # Case D
-                return True
+            if end < request.fetch_offset:
+                if self.params.fetch_only_from_leader:  # Case D
+                    return True
+                if partition.fetch_upper_bound(True) < request.fetch_offset:  # Case D
+                    return True
+                continue  # a follower's HW behind the consumer's offset: it will come
             if end > request.fetch_offset:
                 accumulated += partition.bytes_available(
                     request.fetch_offset, end, request.partition_max_bytes, needed - accumulated

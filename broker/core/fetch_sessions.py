@@ -6,8 +6,9 @@ full, and the leader remembers what it asked for each partition and what it was 
 `FetchSession` with a random non-zero id. Its next fetches are incremental (that id, the
 next epoch): they name only the partitions that are new or whose request changed, and
 those to forget; the leader reads every partition of the session, and answers only those
-with something new (Kafka's `CachedPartition.maybeUpdateResponseData`): records, another
-high watermark or log start offset than last answered, or an error (after which the
+with something new (Kafka's `CachedPartition.maybeUpdateResponseData`): records, a
+preferred read replica (KIP-392), another high watermark or log start offset than last
+answered, or an error (after which the
 cached high watermark is -1, so the partition is answered again once the error is gone).
 The last stable offset is the high watermark here (no transactions), so it is covered.
 Answered partitions move to the end of the session, so no partition starves behind
@@ -94,7 +95,7 @@ class CachedPartition:
 
     def must_respond(self, result: FetchedPartition) -> bool:
         """Whether an incremental answer must carry `result`; remembers what it carries."""
-        respond = bool(result.records)
+        respond = bool(result.records) or result.preferred_read_replica >= 0
         if self.high_watermark != result.high_watermark:
             respond = True
             self.high_watermark = result.high_watermark

@@ -8,7 +8,8 @@ epoch and a phase:
   of it), ask it for the end offset of our latest epoch (OffsetForLeaderEpoch) and
   truncate as `truncation.decide_truncation` says (KIP-101/279); possibly several rounds.
 - FETCHING: fetch from our LEO with our current leader epoch (KIP-320 fencing); append
-  the batches as they are, and set our HW to min(our LEO, the leader's HW).
+  the batches as they are, and set our HW to min(our LEO, the leader's HW); a HW move
+  is reported (`high_watermark_moved`), for the consumers a follower serves (KIP-392).
 
 Errors back a partition off for `replica.fetch.backoff.ms`. A fetched batch that fails
 its CRC check is never appended (the log validates the whole response before writing a
@@ -95,6 +96,9 @@ class FollowerFetch:
         self._events = events
         self.truncation = truncation
         self.states: dict[TopicPartition, FollowerFetchState] = {}
+        # Called with (partition, now) when an answer moved a partition's HW: consumers
+        # this follower serves (KIP-392) may be waiting for it in the fetch purgatory.
+        self.high_watermark_moved: Callable[[TopicPartition, int], object] = lambda tp, now: 0
 
     def start(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
         """Follow `leader_id` at `leader_epoch`, starting with a truncation round."""
@@ -236,9 +240,12 @@ class FollowerFetch:
                 continue  # truncated meanwhile; the next fetch starts from the new LEO
             if result.error_code is ErrorCode.NONE:
                 try:
+                    hw_before = partition.high_watermark
                     partition.append_records_to_follower(
                         result.records, result.high_watermark, now_ms
                     )
+                    if partition.high_watermark != hw_before:
+                        self.high_watermark_moved(tp, now_ms)
                     if result.log_start_offset > partition.log_start_offset:
                         partition.log.maybe_increment_log_start_offset(
                             min(result.log_start_offset, partition.high_watermark)

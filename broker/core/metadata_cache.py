@@ -119,6 +119,11 @@ class MetadataCache:
         """Where to reach `broker_id`: a live broker, else the last address we were told."""
         return self.brokers.get(broker_id) or self._remembered.get(broker_id)
 
+    def live_rack(self, broker_id: int) -> tuple[bool, str | None]:
+        """(whether `broker_id` is live, its rack): what KIP-392's selector asks."""
+        endpoint = self.brokers.get(broker_id)
+        return (False, None) if endpoint is None else (True, endpoint.rack)
+
     def remember_endpoint(self, endpoint: BrokerEndpoint) -> None:
         self._remembered[endpoint.broker_id] = endpoint
 

@@ -322,6 +322,14 @@ class Partition:
                 f"epoch {current_leader_epoch} is newer than {self.leader_epoch}",
             )
 
+    def check_replica(self, current_leader_epoch: int, require_leader: bool) -> None:
+        """`check_leader`, or (a consumer fetch a follower may serve, KIP-392) that this
+        broker is a replica at the epoch named."""
+        if require_leader or self.role is Role.NONE:
+            self.check_leader(current_leader_epoch)
+        else:
+            self.check_leader_epoch(current_leader_epoch)
+
     def check_leader(self, current_leader_epoch: int = NO_EPOCH) -> None:
         if not self.is_leader:
             raise PartitionError(
@@ -342,8 +350,11 @@ class Partition:
         *,
         from_follower: bool,
         min_one_batch: bool = True,
+        require_leader: bool = True,
     ) -> LogReadInfo:
-        self.check_leader(current_leader_epoch)
+        """Followers' fetches read to the LEO, consumers' to the HW; with
+        `require_leader` False (KIP-392) a follower serves a consumer up to its own HW."""
+        self.check_replica(current_leader_epoch, require_leader)
         hw = self.high_watermark
         leo = self.log.log_end_offset
         start = self.log.log_start_offset

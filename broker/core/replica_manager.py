@@ -11,6 +11,12 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
   the HW). A follower's fetch also records its progress (ISR expand, HW advance) as it
   arrives. If fewer than min_bytes came back and the fetch may wait, a `DelayedFetch`
   parks it; its completion reads again and records nothing (as Kafka's).
+- KIP-392: a consumer fetch carrying a rack (`FetchParams.client_rack`) may be served
+  by a follower, up to the follower's own HW (a fetch past its LEO is
+  OFFSET_OUT_OF_RANGE, as Kafka's); on the leader, with `replica.selector.class` set,
+  `replica_selector.py` may pick another replica, and the partition is answered at once
+  (an error is too) with `preferred_read_replica` and no records (`consumer_reads.py`,
+  which also counts consumer reads as leader or follower).
 - DeleteRecords (`delete_records`): the leader moves each partition's log start offset
   (`Partition.delete_records_on_leader`) and a `DelayedDeleteRecords` waits in its own
   purgatory until every in-sync follower reported a log start offset at least as high
@@ -43,6 +49,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from broker.core.consumer_reads import ConsumerReads
 from broker.core.delayed_delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsResult,
@@ -126,6 +133,7 @@ class ReplicaManager:
         self.followers = FollowerFetch(
             self.partitions, config, self.stats, self._events, truncation
         )
+        self.consumer_reads = ConsumerReads(config, self.followers, self.fetch_purgatory)
         self._effects: list[IsrUpdate] = []
         self._emit: Callable[[IsrUpdate], None] = effects or self._effects.append
         # LeaderAndIsr and StopReplica (role_changes.py).
@@ -263,7 +271,7 @@ class ReplicaManager:
     ) -> None:
         results = self._read(params, partitions, now_ms, record_progress=True)
         total = sum(len(r.records) for r in results.values())
-        errors = any(r.error_code is not ErrorCode.NONE for r in results.values())
+        errors = any(r.error_code or r.preferred_read_replica >= 0 for r in results.values())
         if params.max_wait_ms <= 0 or not partitions or total >= params.min_bytes or errors:
             self.fetch_waited(params.from_follower, 0)
             respond(results)
@@ -330,12 +338,16 @@ class ReplicaManager:
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     f"broker {params.replica_id} is not a replica of {tp}",
                 )
+            redirected = self.consumer_reads.redirect(partition, request, params, now_ms)
+            if redirected is not None:
+                return redirected
             info = partition.read_records(
                 request.fetch_offset,
                 request.current_leader_epoch,
                 limit,
                 from_follower=from_follower,
                 min_one_batch=min_one_batch,
+                require_leader=params.fetch_only_from_leader,
             )
         except PartitionError as exc:
             if partition is not None and partition.is_leader:
@@ -364,6 +376,7 @@ class ReplicaManager:
             else:  # the follower's log start offset may have moved (DeleteRecords)
                 self.delete_records_purgatory.check_and_complete(tp, now_ms)
         self.stats.bytes_out += len(info.records)
+        self.consumer_reads.count(params, partition, len(info.records))
         return FetchedPartition(
             ErrorCode.NONE,
             # The HW after this fetch was recorded: the follower learns it one round sooner.

@@ -31,6 +31,8 @@ class ReplicationConfig:
     replica_fetch_backoff_ms: int = 1_000  # replica.fetch.backoff.ms
     isr_change_propagation_blackout_ms: int = 5_000  # isr.change.propagation.blackout.ms
     isr_change_propagation_interval_ms: int = 60_000  # isr.change.propagation.interval.ms
+    # replica.selector.class as replica_selector.parse_selector reads it (None: leader only).
+    replica_selector: str | None = None
 
 
 @dataclass
@@ -56,3 +58,4 @@ class FetchedPartition(NamedTuple):
     log_start_offset: int = -1
     log_end_offset: int = -1
     records: bytes = b""
+    preferred_read_replica: int = -1  # KIP-392: read from this broker instead (-1: none)

@@ -15,6 +15,8 @@ incremental fetch, the whole session) and which to answer, with what session id.
 A fetch may name topics by id (Kafka's Fetch v13+): each partition's request keeps the
 id (so does the session), and the answer names every topic as it was asked; an id no
 topic has, or that its name's topic no longer has, is answered UNKNOWN_TOPIC_ID.
+A consumer's `rack_id` (KIP-392) goes to the core as `FetchParams.client_rack`; a
+partition the leader sends elsewhere is answered with its `preferred_read_replica`.
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ class DataPlaneHandlers:
             max_wait_ms=min(request.max_wait_ms, MAX_FETCH_WAIT_MS),
             min_bytes=request.min_bytes,
             max_bytes=request.max_bytes,
+            client_rack=request.rack_id if request.replica_id < 0 else "",
         )
         partitions: dict[TopicPartition, FetchPartitionRequest] = {}
         unknown_ids: dict[bytes, list[int]] = {}  # topics named by an id nobody has
@@ -228,6 +231,7 @@ class DataPlaneHandlers:
                     last_stable_offset=result.high_watermark,
                     log_start_offset=result.log_start_offset,
                     records=records,
+                    preferred_read_replica=result.preferred_read_replica,
                 )
             )
         topics = [

@@ -24,7 +24,8 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
   no session fields and are sessionless (epoch -1). v13+ name topics (and forgotten
   topics) by topic id: the native fetch takes the id and answers under it (an unknown
   id is UNKNOWN_TOPIC_ID); v15's replica state, v16's leader hints and v17's directory
-  id are tagged fields a consumer leaves empty.
+  id are tagged fields a consumer leaves empty. v11+'s `rack_id` (KIP-392) goes to the
+  native fetch and its `preferred_read_replica` comes back.
 - ListOffsets (earliest -2, latest -1, by timestamp, max timestamp -3 (v7, KIP-734),
   earliest local -4 (v8, KIP-405: the log start, there being no tiered storage)) and
   OffsetForLeaderEpoch, always as a consumer.
@@ -290,6 +291,7 @@ def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
             )
             for t in getattr(request, "forgotten_topics_data", ())
         ],
+        rack_id=getattr(request, "rack_id", "") or "",  # v11+ (KIP-392)
         topics=[
             m.FetchTopic(
                 topic=getattr(t, "topic", ""),
@@ -363,6 +365,7 @@ def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
                         last_stable_offset=p.last_stable_offset,
                         log_start_offset=p.log_start_offset,
                         records=to_kafka_format(p.records) if p.records else b"",
+                        preferred_read_replica=p.preferred_read_replica,  # v11+ (KIP-392)
                     )
                     for p in t.partitions
                 ],

@@ -32,7 +32,9 @@ and commits with no membership (generation -1). `commit()`, `commit_async()` and
 `committed()` go to the group's coordinator. Leaving the `open_consumer` block commits
 (auto-commit on) and leaves the group. With `allow_auto_create_topics=True` (Kafka's
 `allow.auto.create.topics`; off by default here) a subscribed topic that does not exist
-is created by the broker, if its `auto.create.topics.enable` allows.
+is created by the broker, if its `auto.create.topics.enable` allows. `client_rack`
+(Kafka's `client.rack`, KIP-392) names the consumer's rack: a leader whose brokers run
+a rack-aware `replica.selector.class` sends it to a replica in that rack to fetch from.
 
 `async with open_consumer("host:port", auto_offset_reset="earliest") as consumer:`
 builds one. Timings use `trio.current_time()` (MockClock in tests).
@@ -96,6 +98,7 @@ class Consumer:
         client_id: str | None = None,
         allow_auto_create_topics: bool = False,
         connector: Connector | None = None,
+        client_rack: str = "",
     ) -> None:
         if auto_offset_reset not in (EARLIEST, LATEST, NONE):
             raise ValueError(
@@ -127,6 +130,8 @@ class Consumer:
                 request_timeout_ms=request_timeout_ms,
                 retry_backoff_ms=retry_backoff_ms,
                 check_crcs=check_crcs,
+                client_rack=client_rack,
+                preferred_replica_max_age_ms=metadata_max_age_ms,
             ),
         )
         self._nursery: trio.Nursery | None = None

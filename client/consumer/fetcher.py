@@ -23,6 +23,11 @@ until woken by a poll, a seek, an answer or fresh metadata.
   the next `poll()` raise `OffsetOutOfRangeError`. A stale-leader error
   (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, ...) or a lost connection asks
   for fresh metadata and retries that partition after `retry_backoff_ms`.
+- KIP-392: with `client_rack` set, every fetch carries it; a partition answered with a
+  `preferred_read_replica` is fetched from that broker (a follower in our rack) until
+  `preferred_replica_max_age_ms` passes, the broker leaves the metadata, or a fetch
+  from it fails (an error or a lost connection: back to the leader; OFFSET_OUT_OF_RANGE
+  from the follower is asked again of the leader, not reset), as the Java consumer does.
 - Every fetch in flight is recorded in an `InFlightRequests` (client/inflight.py): one
   unanswered `fetch_max_wait_ms` + `STALLED_REQUEST_MS` makes the consumer look at fresh
   metadata; if that names another leader (or a newer leader epoch) for one of its
@@ -91,6 +96,10 @@ class FetchConfig:
     request_timeout_ms: float = 30_000
     retry_backoff_ms: float = 100
     check_crcs: bool = True
+    # KIP-392: the consumer's rack, sent with every fetch ("" : none, leader only), and
+    # how long a preferred read replica is kept (Kafka: metadata.max.age.ms).
+    client_rack: str = ""
+    preferred_replica_max_age_ms: float = 300_000
 
 
 class Fetcher:
@@ -175,7 +184,8 @@ class Fetcher:
                     assert state.reset is not None
                     resets.setdefault(leader.leader, {})[tp] = state.reset
                 else:
-                    fetches.setdefault(leader.leader, []).append(tp)
+                    node = self._read_replica(state, leader.leader, cluster, now)
+                    fetches.setdefault(node, []).append(tp)
             if stale:
                 self.metadata.request_update()
             if refused:
@@ -205,6 +215,19 @@ class Fetcher:
             else:
                 with trio.move_on_after(sleep_seconds(next_wake - current_ms())):
                     await self._wakeup.wait()
+
+    def _read_replica(
+        self, state: PartitionState, leader: int, cluster: ClusterView, now: float
+    ) -> int:
+        """The broker to fetch from (Kafka's Fetcher.selectReadReplica): the preferred
+        read replica the leader named while it is fresh and known, else the leader."""
+        preferred = state.preferred_read_replica
+        if preferred < 0:
+            return leader
+        if state.preferred_until_ms <= now or cluster.broker(preferred) is None:
+            state.preferred_read_replica = -1
+            return leader
+        return preferred
 
     def _back_off(self, state: PartitionState, code: ErrorCode | None) -> None:
         state.backoff_until_ms = current_ms() + self.config.retry_backoff_ms
@@ -244,6 +267,7 @@ class Fetcher:
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_max_bytes,
             topics=[m.FetchTopic(topic=t, partitions=p) for t, p in topics.items()],
+            rack_id=config.client_rack,
         )
         return request, sent
 
@@ -265,6 +289,7 @@ class Fetcher:
         except TributaryError as exc:
             log.info("fetch from broker %d failed: %s", node, exc)
             for state, generation, _ in sent.values():
+                state.preferred_read_replica = -1  # back to the leader (as Kafka's)
                 if state.generation == generation:
                     self._back_off(state, None)
             if isinstance(exc, BrokerConnectionError):
@@ -304,6 +329,17 @@ class Fetcher:
         handled, when the buffer has drained and the same offset is fetched."""
         code = ErrorCode.from_code(part.error_code)
         ahead = state.buffered > 0
+        if code is ErrorCode.NONE and part.preferred_read_replica >= 0:
+            # KIP-392: the leader sends us to a replica (no records): fetch from it next.
+            state.preferred_read_replica = part.preferred_read_replica
+            state.preferred_until_ms = current_ms() + self.config.preferred_replica_max_age_ms
+            return False
+        if code is not ErrorCode.NONE and state.preferred_read_replica >= 0:
+            # An error from the preferred replica: back to the leader. Out of range there
+            # is not out of range on the leader (the follower may lag): ask the leader.
+            state.preferred_read_replica = -1
+            if code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                return False
         if ahead and code is not ErrorCode.NONE:
             self._back_off(state, code)
             return False

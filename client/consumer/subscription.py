@@ -57,6 +57,8 @@ class PartitionState:
         "next_fetch_offset",
         "position",
         "position_epoch",
+        "preferred_read_replica",
+        "preferred_until_ms",
         "reset",
         "resetting",
         "revoking",
@@ -80,6 +82,9 @@ class PartitionState:
         # The position when poll() was last called: what auto-commit may commit.
         self.consumed: OffsetAndEpoch | None = None
         self.revoking = False  # being revoked: hand out and fetch nothing more
+        # KIP-392: the replica the leader told us to fetch from (-1: the leader), until when.
+        self.preferred_read_replica = -1
+        self.preferred_until_ms = -math.inf
 
     def clear_buffer(self) -> None:
         self.buffer = None

@@ -151,6 +151,7 @@ class ClusterBroker:
                 "listeners": f"PLAINTEXT://{self.host}:{self.port}",
                 "log.dirs": str(self.log_dir),
                 "message.max.bytes": str(cluster.message_max_bytes),
+                **({"broker.rack": cluster.racks[self.id - 1]} if cluster.racks else {}),
                 **cluster.broker_settings,
             }
         )
@@ -194,6 +195,7 @@ class TestCluster(FaultPlan):
         record_requests: bool = True,
         cluster_id: str = "test-cluster",
         broker_settings: dict[str, str] | None = None,
+        racks: list[str] | None = None,
     ) -> None:
         if transport not in ("tcp", "memory"):
             raise ValueError(f"unknown transport {transport!r}")
@@ -204,6 +206,7 @@ class TestCluster(FaultPlan):
         self.message_max_bytes = message_max_bytes
         self.cluster_id = cluster_id
         self.broker_settings = dict(broker_settings or {})
+        self.racks = list(racks or [])  # broker i's broker.rack: racks[i - 1]
         self.controller_id = CONTROLLER_ID
         self.brokers = {i: ClusterBroker(self, i) for i in range(1, num_brokers + 1)}
         self.network = MemoryNetwork() if transport == "memory" else TCP

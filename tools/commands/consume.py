@@ -6,7 +6,9 @@ given), starts at the end (the default, as Kafka's console consumer), at the beg
 as text (the value, or key, tab, value with `--print-key`), as the bytes stored
 (`--format raw`), or as one JSON object per line (`json`; `base64` for binary data);
 `--property print.key=true` and the other kafka-console-consumer formatter properties
-choose the fields (tools/commands/record_format.py).
+choose the fields (tools/commands/record_format.py). `--consumer-props client.rack=R`
+(tools/commands/consumer_props.py) names the consumer's rack, so brokers running a
+rack-aware `replica.selector.class` let it fetch from a replica in rack R (KIP-392).
 It stops after `--max-messages` records, or once `--timeout-ms` passes without a new
 record, and then reports "Processed a total of N messages" on stderr; otherwise it runs
 until Ctrl-C.
@@ -54,6 +56,7 @@ from tools.commands.common import (
     positive_int,
     run_async,
 )
+from tools.commands.consumer_props import add_consumer_props, consumer_props
 from tools.commands.record_format import FORMATS, RecordFormatter, parse_properties, unescape
 from tools.errors import CliError
 
@@ -115,6 +118,7 @@ def register(subparsers) -> None:
         metavar="T",
         help=f"with --group: commit every T ms (default {DEFAULT_COMMIT_INTERVAL_MS})",
     )
+    add_consumer_props(parser)
     add_bootstrap_option(parser)
     parser.set_defaults(handler=_consume)
 
@@ -177,12 +181,13 @@ def _consume(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(args)
     start = _start_offset(args)
     formatter = record_formatter(args)
+    props = consumer_props(args)  # bad --consumer-props: one line, before connecting
     count = 0
 
     async def consume() -> None:
         nonlocal count
         reset = start if isinstance(start, str) else LATEST
-        options = client_options(args)
+        options = {**client_options(args), **props}
         # Polls of up to 5,000 records, taken as columns (poll_batches): one write and
         # flush each (a poll returns what is there, so a record typed into a producer
         # still shows at once).
@@ -281,6 +286,7 @@ def _consume_group(args: argparse.Namespace) -> int:
         )
     bootstrap = bootstrap_of(args)
     record_formatter(args)  # bad --property or --format: one line, before connecting
+    consumer_props(args)
     run = _Run()
     try:
         run_async(_run_group, args, bootstrap, run)
@@ -309,6 +315,7 @@ async def _run_group(args: argparse.Namespace, bootstrap: str, run: _Run) -> Non
         client_id=GROUP_CLIENT_ID,
         **config,
         **client_options(args),
+        **consumer_props(args),
     ) as consumer:
         await consumer.partitions_for(args.topic)  # a missing topic: one line, at once
 

@@ -49,22 +49,27 @@ def add_producer_props(parser: argparse.ArgumentParser) -> None:
 
 def producer_props(args: argparse.Namespace) -> dict[str, Any]:
     """`--producer-props` as `open_producer` keyword arguments; `CliError` if bad."""
+    return parse_props("--producer-props", getattr(args, "producer_props", None), SETTINGS)
+
+
+def parse_props(
+    flag: str, items: list[str] | None, settings: dict[str, Callable[[str], Any]]
+) -> dict[str, Any]:
+    """`NAME=VALUE` items as keyword arguments (Kafka's name in snake_case) for the
+    `settings` known; `CliError` (exit 2) naming `flag` if one is bad."""
     options: dict[str, Any] = {}
-    for item in getattr(args, "producer_props", None) or []:
+    for item in items or []:
         name, sep, text = item.partition("=")
         name = name.strip()
-        if not sep or name not in SETTINGS:
+        if not sep or name not in settings:
             raise CliError(
-                f"--producer-props: {item!r} is not NAME=VALUE with a NAME among "
-                + ", ".join(SETTINGS),
+                f"{flag}: {item!r} is not NAME=VALUE with a NAME among " + ", ".join(settings),
                 exit_code=2,
             )
         try:
-            value = SETTINGS[name](text.strip())
+            value = settings[name](text.strip())
         except ValueError as exc:
             reason = str(exc) if not str(exc).startswith("invalid literal") else "a number"
-            raise CliError(
-                f"--producer-props: {name} must be {reason}, not {text!r}", exit_code=2
-            ) from None
+            raise CliError(f"{flag}: {name} must be {reason}, not {text!r}", exit_code=2) from None
         options[name.replace(".", "_")] = value
     return options
