@@ -8,10 +8,11 @@ How it works, each client in a thread of the test process (one clock for all tim
   each at random (seeded). A partition has one writer: Kafka isolates no writes, so two
   transactions writing one partition at once interleave there, which Elle counts as a
   write cycle; with one writer per partition a G0 cycle can only be a write landing
-  outside its transaction. Errors: an abortable one is answered by aborting (the
-  outcome is ABORTED once the abort succeeded), a retriable commit is retried, and
-  anything else makes the outcome UNKNOWN and the writer starts a new producer with
-  the same id (init_transactions fences the old one and ends its transaction).
+  outside its transaction. Errors: a commit or abort that timed out is called again
+  (as librdkafka asks), an abortable error is answered by aborting (the outcome is
+  ABORTED once the abort succeeded), and anything else makes the outcome UNKNOWN and
+  the writer starts a new producer with the same id (init_transactions fences the old
+  one and ends its transaction).
 - `Copier`: consume-transform-produce, a read_committed consumer in one group and a
   transactional producer: each batch it reads is copied to the same partition of the
   output topic (value `<input>><copier>.<n>`, unique), its offsets sent with
@@ -37,8 +38,8 @@ from typing import Any
 
 from tests.chaos.txn_checker import ABORTED, COMMITTED, UNKNOWN, History, Read, Txn
 
-OP_TIMEOUT_S = 20.0  # one transactional call (init, commit, abort, send offsets)
-COMMIT_RETRIES = 3
+OP_TIMEOUT_S = 15.0  # one transactional call (init, commit, abort, send offsets)
+CALL_ATTEMPTS = 3  # a commit or abort that times out is called again
 
 
 def _ck() -> Any:
@@ -113,37 +114,39 @@ class TransactionalClient:
         self.producer = None
 
     def finish(self, commit: bool) -> tuple[str, float | None]:
-        """Commit (retrying retriable errors) or abort the open transaction; the outcome
-        and when the commit was asked for."""
-        ck = _ck()
+        """Commit or abort the open transaction; the outcome and when the commit was
+        asked for."""
         asked: float | None = None
         try:
             if not commit:
-                self.producer.abort_transaction(OP_TIMEOUT_S)
+                self.retried(self.producer.abort_transaction)
                 return ABORTED, None
-            for attempt in range(COMMIT_RETRIES):
-                if asked is None:
-                    asked = time.time()
-                try:
-                    self.producer.commit_transaction(OP_TIMEOUT_S)
-                    return COMMITTED, asked
-                except ck.KafkaException as exc:
-                    error = exc.args[0]
-                    if error.retriable() and attempt + 1 < COMMIT_RETRIES:
-                        continue
-                    raise
-        except ck.KafkaException as exc:
+            asked = time.time()
+            self.retried(self.producer.commit_transaction)
+            return COMMITTED, asked
+        except _ck().KafkaException as exc:
             return self.failed(exc), asked
-        return UNKNOWN, asked
+
+    def retried(self, call: Callable[[float], Any]) -> None:
+        """`call(timeout)`, called again on a retriable error (librdkafka: a timed-out
+        commit or abort is resumed by calling it again)."""
+        for attempt in range(CALL_ATTEMPTS):
+            try:
+                call(OP_TIMEOUT_S)
+                return
+            except _ck().KafkaException as exc:
+                if not exc.args[0].retriable() or attempt + 1 == CALL_ATTEMPTS:
+                    raise
+                self.recorder.error(self.transactional_id, exc)
 
     def failed(self, exc: Any) -> str:
         """After an error in a transaction: abort it if the client allows, else start
-        over. ABORTED only when the abort itself succeeded."""
+        over with a new producer. ABORTED only when the abort itself succeeded."""
         self.recorder.error(self.transactional_id, exc)
         error = exc.args[0] if exc.args else None
         if error is not None and error.txn_requires_abort():
             try:
-                self.producer.abort_transaction(OP_TIMEOUT_S)
+                self.retried(self.producer.abort_transaction)
                 return ABORTED
             except Exception as again:  # noqa: BLE001 - the outcome is then unknown
                 self.recorder.error(self.transactional_id, again)
