@@ -4,8 +4,9 @@ checker (txn_checker.py) judges.
 
 How it works, each client in a thread of the test process (one clock for all times):
 - `Writer`: a transactional producer (`transactional.id` of its own) that writes unique
-  values to the input partitions it owns, 1-4 per transaction, and commits or aborts
-  each at random (seeded). A partition has one writer: Kafka isolates no writes, so two
+  values to the input partitions it owns, 1-4 per transaction, flushes them, keeps the
+  transaction open a moment (up to `HOLD_S`) and commits or aborts it at random
+  (seeded). A partition has one writer: Kafka isolates no writes, so two
   transactions writing one partition at once interleave there, which Elle counts as a
   write cycle; with one writer per partition a G0 cycle can only be a write landing
   outside its transaction. Errors: a commit or abort that timed out is called again
@@ -40,6 +41,7 @@ from tests.chaos.txn_checker import ABORTED, COMMITTED, UNKNOWN, History, Read, 
 
 OP_TIMEOUT_S = 15.0  # one transactional call (init, commit, abort, send offsets)
 CALL_ATTEMPTS = 3  # a commit or abort that times out is called again
+HOLD_S = 0.2  # a writer's transaction stays open up to this long after its records landed
 
 
 def _ck() -> Any:
@@ -193,6 +195,8 @@ class Writer(TransactionalClient):
                 partition = self.rng.choice(self.partitions)
                 writes.append((self.topic, partition, f"{tid}.{k}"))
                 producer.produce(self.topic, value=writes[-1][2].encode(), partition=partition)
+            producer.flush(OP_TIMEOUT_S)  # in the log, and held open a while:
+            time.sleep(self.rng.uniform(0, HOLD_S))  # the LSO has something to hold back
             outcome, asked = self.finish(commit)
         except _ck().KafkaException as exc:  # a failed begin or produce: abort
             outcome = self.failed(exc)
