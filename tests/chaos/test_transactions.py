@@ -9,9 +9,12 @@ read_uncommitted and the checker must report all zeros: no aborted or uncommitte
 read, no lost or partly visible committed transaction, no duplicate, no record copied
 twice, no G0/G1c cycle.
 
-`make test` runs the short form (about 10 s of faults); `make chaos CHAOS_SEED=..
-CHAOS_MINUTES=..` the long one, with every fault kind. Skipped while the Kafka listener
-does not advertise AddPartitionsToTxn (the transaction coordinator is not there yet).
+`make test` runs the short form: about 10 s of faults, the first always the
+coordinator's kill, then two or so of the other short kinds (txn_scenario.py's
+SHORT_KINDS); `make chaos CHAOS_SEED=.. CHAOS_MINUTES=..` the long one, with every kind
+(pauses past the session timeout, controlled stops and ZooKeeper paused as well).
+Skipped while the Kafka listener does not advertise AddPartitionsToTxn (the transaction
+coordinator is not there yet).
 """
 
 from __future__ import annotations
