@@ -56,3 +56,6 @@ class FetchedPartition(NamedTuple):
     log_start_offset: int = -1
     log_end_offset: int = -1
     records: bytes = b""
+    last_stable_offset: int = -1  # -1: the HW (no transaction holds it back)
+    # read_committed: (producer id, first offset) of the aborted transactions read.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
