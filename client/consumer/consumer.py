@@ -49,7 +49,7 @@ from typing import Any
 import trio
 
 from client.connection import ConnectionPool, Connector, open_connection_pool
-from client.consumer.batch import ConsumerBatch, ConsumerRecord
+from client.consumer.batch import ConsumerBatch, ConsumerRecord, isolation_level_of
 from client.consumer.errors import ConsumerStateError, NoOffsetForPartitionError
 from client.consumer.fetcher import FetchConfig, Fetcher
 from client.consumer.group.coordinator import (
@@ -83,6 +83,7 @@ class Consumer:
         request_timeout_ms: float = 30_000,
         retry_backoff_ms: float = 100,
         check_crcs: bool = True,
+        isolation_level: str = "read_uncommitted",
         metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
         group_id: str | None = None,
         group_instance_id: str | None = None,
@@ -127,6 +128,7 @@ class Consumer:
                 request_timeout_ms=request_timeout_ms,
                 retry_backoff_ms=retry_backoff_ms,
                 check_crcs=check_crcs,
+                isolation_level=isolation_level_of(isolation_level),
             ),
         )
         self._nursery: trio.Nursery | None = None
