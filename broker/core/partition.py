@@ -543,6 +543,7 @@ class Partition:
                 new_hw = follower_leo
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
+            self.log.producer_state.on_high_watermark_updated(new_hw)
             return True
         return False
 
@@ -570,6 +571,7 @@ class Partition:
         self.high_watermark = max(
             min(self.log.log_end_offset, leader_hw), self.log.log_start_offset
         )
+        self.log.producer_state.on_high_watermark_updated(self.high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.log_end_offset:

@@ -232,3 +232,57 @@ def test_headers_of_markers_have_no_sequence():
     header = read_header(marker(1, True))
     assert header.base_sequence == -1
     assert [h.producer_id for _, h in iter_batches(marker(1, True) + marker(2, False))] == [1, 2]
+
+
+def test_the_cleaner_keeps_markers_drops_aborted_data_and_leaves_open_transactions(tmp_path):
+    """A compacted log with transactions: an aborted record never hides the committed one
+    of the same key and goes away; every marker stays, so recovery still ends each
+    transaction; an open transaction's records are not touched."""
+    from broker.core.log.cleaner import CleaningJob
+    from broker.core.log.cleaner_manager import log_to_clean
+    from client.protocol.types import TopicPartition
+
+    config = LogConfig(cleanup_policy="compact", segment_bytes=400, delete_retention_ms=1_000)
+    log = Log.open(tmp_path / "t-0", config, now_ms=0)
+
+    def keyed(pid: int, seq: int, key: bytes, value: bytes) -> None:
+        batch = build_batch(
+            [Record(key, value, 1000)],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            transactional=True,
+        )
+        log.append_as_leader(batch, 0, now_ms=1)
+
+    for round_ in range(3):
+        keyed(1, round_, b"k", f"committed-{round_}".encode())
+        write_marker(log, 1, commit=True)
+        keyed(2, round_, b"k", f"aborted-{round_}".encode())
+        write_marker(log, 2, commit=False)
+    keyed(3, 0, b"k", b"open")
+    log.append_as_leader(build_batch([Record(b"z", b"filler" * 40, 1000)]), 0, now_ms=1)
+    log.roll(now_ms=2)
+    tp = TopicPartition("t", 0)
+    job = CleaningJob(
+        log_to_clean(tp, log, 10_000, log.log_end_offset), now_ms=10_000, map_capacity=1000
+    )
+    job.run_to_end(max_bytes_per_step=256)
+    values, markers = [], 0
+    offset = 0
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).records
+        for position, header in iter_batches(data):
+            if header.attributes & 0x20:
+                markers += 1
+            else:
+                values += [r.value for r in decode_records(data[position : position + header.size])]
+            offset = header.next_offset
+    assert markers == 6
+    assert b"committed-2" in values and b"open" in values
+    assert not [v for v in values if v.startswith(b"aborted")]
+    assert b"committed-0" not in values  # compacted away by the newer committed value
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", config, now_ms=0, recovery_point=0)
+    assert reopened.producer_state.ongoing_txns == {3: log.producer_state.ongoing_txns[3]}
+    reopened.close()

@@ -367,17 +367,31 @@ class ProducerStateManager:
         """`completed` is indexed: it holds the LSO until the HW passes its marker."""
         self.unreplicated_txns.append(completed)
 
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose marker is below the HW now."""
+        pending = self.unreplicated_txns
+        if pending and pending[0].last_offset < high_watermark:
+            self.unreplicated_txns = [t for t in pending if t.last_offset >= high_watermark]
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the earliest transaction open, or completed with its
         marker not yet below `high_watermark`; None when there is none."""
         pending = self.unreplicated_txns
+        if not pending and not self.ongoing_txns:
+            return None
         if pending and pending[0].last_offset < high_watermark:
-            self.unreplicated_txns = pending = [
-                t for t in pending if t.last_offset >= high_watermark
-            ]
+            self.on_high_watermark_updated(high_watermark)
+            pending = self.unreplicated_txns
         firsts = [t.first_offset for t in pending]
         if self.ongoing_txns:
             firsts.append(min(self.ongoing_txns.values()))
+        return min(firsts) if firsts else None
+
+    def first_open_offset(self) -> int | None:
+        """The first offset of the earliest transaction open or not known replicated (no
+        HW needed, nothing forgotten: the log cleaner's bound)."""
+        firsts = [t.first_offset for t in self.unreplicated_txns]
+        firsts.extend(self.ongoing_txns.values())
         return min(firsts) if firsts else None
 
     def last_stable_offset(self, high_watermark: int) -> int:
