@@ -286,3 +286,26 @@ def test_the_cleaner_keeps_markers_drops_aborted_data_and_leaves_open_transactio
     reopened = Log.open(tmp_path / "t-0", config, now_ms=0, recovery_point=0)
     assert reopened.producer_state.ongoing_txns == {3: log.producer_state.ongoing_txns[3]}
     reopened.close()
+
+
+def test_dump_log_shows_markers_and_the_txnindex(tmp_path, capsys):
+    import argparse
+
+    from tools.commands.dump_log import _dump_log
+
+    log = open_log(tmp_path)
+    log.append_as_leader(txn_batch(4, 0), 0, now_ms=1)
+    write_marker(log, 4, commit=False, coordinator_epoch=7)
+    log.flush()
+    log.close()
+    directory = tmp_path / "t-0"
+    files = ",".join(
+        str(p) for p in sorted(directory.glob("*.log")) + sorted(directory.glob("*.txnindex"))
+    )
+    args = argparse.Namespace(files=files, print_data_log=True, deep_iteration=False)
+    assert _dump_log(args) == 0
+    out = capsys.readouterr().out
+    assert "isTransactional: true isControl: false" in out
+    assert "isTransactional: true isControl: true" in out
+    assert "endTxnMarker: ABORT coordinatorEpoch: 7" in out
+    assert "version: 0 producerId: 4 firstOffset: 0 lastOffset: 2 lastStableOffset: 3" in out
