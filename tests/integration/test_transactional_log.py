@@ -286,6 +286,15 @@ def test_an_open_transaction_holds_the_lso_until_its_commit(cluster):
     # The HW moves on (acks=all answered), the LSO stays at the transaction's start.
     assert list_latest(cluster, topic, 0) == 4
     assert list_latest(cluster, topic, 1) == 1
+    described = trio.run(
+        _request,
+        leader_port(cluster, topic),
+        m.DescribeProducersRequest(
+            topics=[m.DescribeProducersTopic(name=topic, partition_indexes=[0])]
+        ),
+    )
+    [state] = described.topics[0].partitions[0].active_producers
+    assert (state.producer_id, state.current_txn_start_offset) == (writer.pid, 1)
     assert read_tributary(cluster, topic, "read_committed", 1) == [b"before"]
     assert read_tributary(cluster, topic, "read_uncommitted", 4) == [
         b"before",
