@@ -39,6 +39,7 @@ from client.protocol.types import TopicPartition
 
 __all__ = [
     "TXN_INDEX_SUFFIX",
+    "read_txn_index",
     "AbortedTxn",
     "Records",
     "TransactionIndexes",
@@ -68,6 +69,18 @@ class AbortedTxn(NamedTuple):
         return _ENTRY.pack(_VERSION, *self)
 
 
+def read_txn_index(data: bytes) -> tuple[list[AbortedTxn], bool]:
+    """The entries of a `.txnindex` file's bytes (unknown versions skipped), and whether
+    the bytes ended cleanly (False: a torn trailing entry, ignored)."""
+    whole = len(data) - len(data) % _ENTRY.size
+    found = []
+    for pos in range(0, whole, _ENTRY.size):
+        version, *fields = _ENTRY.unpack_from(data, pos)
+        if version == _VERSION:
+            found.append(AbortedTxn(*fields))
+    return found, whole == len(data)
+
+
 class TransactionIndexes:
     """The `.txnindex` entries of every segment of the partition directory `directory`."""
 
@@ -91,16 +104,8 @@ class TransactionIndexes:
             if base not in wanted:
                 path.unlink(missing_ok=True)
                 continue
-            data = path.read_bytes()
-            whole = len(data) - len(data) % _ENTRY.size
-            found = []
-            for pos in range(0, whole, _ENTRY.size):
-                version, *fields = _ENTRY.unpack_from(data, pos)
-                if version != _VERSION:
-                    logger.warning("%s: entry with unknown version %d ignored", path, version)
-                    continue
-                found.append(AbortedTxn(*fields))
-            if whole != len(data):
+            found, clean = read_txn_index(path.read_bytes())
+            if not clean:
                 logger.warning("%s: torn trailing entry ignored", path)
                 self._rewrite(base, found)
             if found:
