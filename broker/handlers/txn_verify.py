@@ -3,15 +3,15 @@ come through broker/handlers/data_plane.py): Kafka's rule that transactional rec
 name their transactional id, and KIP-890 part 1's verification (the anomaly it prevents
 is in broker/core/txn_verification.py's docstring).
 
-How it works: `verify_transactional_writes` reads the first batch header of each
-partition's records (no record is decoded). A transactional batch in a request without a
-transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (what Kafka 2.8
-answers). A transactional batch whose producer has no transaction open on that
+How it works: `verify_transactional_writes` reads the batch headers of each partition's
+records until the first transactional one (no record is decoded). A transactional batch
+in a request without a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (what Kafka 2.8 answers). A transactional batch whose producer has no transaction open on that
 partition here (the first batch of a transaction on it; this broker must lead it) is
 verified: `ReplicaManager.txn_verifier.verify(transactional_id, producer_id,
 producer_epoch, partitions)`, once per producer id and epoch of the request. Each
 partition answered with an error is taken out of the request and answered with that
-error; the others are appended as usual. Plain batches cost one header read.
+error; the others are appended as usual. Plain batches cost a header read each.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from broker.core.delayed_produce import ProduceResult
 from broker.core.replica_manager import ReplicaManager
 from client.protocol.errors import ErrorCode
-from client.protocol.records import ATTR_TRANSACTIONAL, RecordError, read_header
+from client.protocol.records import ATTR_TRANSACTIONAL, BatchHeader, RecordError, iter_batches
 from client.protocol.types import TopicPartition
 
 __all__ = ["verify_transactional_writes"]
@@ -33,11 +33,8 @@ async def verify_transactional_writes(
     refused: dict[TopicPartition, ProduceResult] = {}
     first_writes: dict[tuple[int, int], list[TopicPartition]] = {}
     for tp, records in entries.items():
-        try:
-            header = read_header(records)
-        except RecordError:
-            continue  # the log refuses it with the right error
-        if not header.attributes & ATTR_TRANSACTIONAL:
+        header = _first_transactional(records)
+        if header is None:
             continue
         if transactional_id is None:
             refused[tp] = ProduceResult(
@@ -64,3 +61,15 @@ async def verify_transactional_writes(
     for tp in refused:
         del entries[tp]
     return refused
+
+
+def _first_transactional(records: bytes) -> BatchHeader | None:
+    """The header of the first transactional batch of `records`; None when there is none
+    (or the bytes are damaged: the log refuses them with the right error)."""
+    try:
+        for _, header in iter_batches(records):
+            if header.attributes & ATTR_TRANSACTIONAL:
+                return header
+    except RecordError:
+        return None
+    return None

@@ -131,3 +131,12 @@ def test_read_committed_fetch_and_list_offsets_stop_at_the_lso(rm):
     assert len(uncommitted.records) > len(committed.records)
     assert rm.list_offset(TP, -1, -1, from_consumer=True, read_committed=True)[2] == 1
     assert rm.list_offset(TP, -1, -1, from_consumer=True)[2] == 3
+
+
+def test_a_transactional_batch_behind_a_plain_one_is_verified_too(rm):
+    refusing = Recording(ErrorCode.INVALID_TXN_STATE)
+    rm.txn_verifier = refusing
+    entries = {TP: build_batch([Record(None, b"p", T0)]) + txn(9, 0, b"hidden")}
+    refused = trio.run(verify_transactional_writes, rm, "tx", entries)
+    assert refused[TP].error_code is ErrorCode.INVALID_TXN_STATE
+    assert refusing.asked == [("tx", 9, 0, [TP])]
