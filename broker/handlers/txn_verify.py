@@ -8,10 +8,11 @@ records until the first transactional one (no record is decoded). A transactiona
 in a request without a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (what Kafka 2.8 answers). A transactional batch
 whose producer has no transaction open on that partition here (the first batch of a
-transaction on it; this broker must lead it) is verified: `ReplicaManager.txn_verifier.verify(transactional_id, producer_id,
-producer_epoch, partitions)`, once per producer id and epoch of the request. Each
-partition answered with an error is taken out of the request and answered with that
-error; the others are appended as usual. Plain batches cost a header read each.
+transaction on it; this broker must lead it) is verified with
+`ReplicaManager.txn_verifier.verify(transactional_id, producer_id, producer_epoch,
+partitions)`, once per producer id and epoch of the request. Each partition answered
+with an error is taken out of the request and answered with that error; the others are
+appended as usual. Plain batches cost a header read each.
 """
 
 from __future__ import annotations
