@@ -21,9 +21,11 @@ async def list_offsets_from(
     cluster: ClusterView,
     timestamps: dict[TopicPartition, int],
     timeout_s: float,
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, tuple[ErrorCode, int, int]]:
     """Ask the broker at `address` for the offset of each partition at its timestamp
-    (-2 earliest, -1 latest): (error, offset, timestamp) per partition."""
+    (-2 earliest, -1 latest; with `isolation_level` 1, read_committed, latest is the
+    last stable offset): (error, offset, timestamp) per partition."""
     by_topic: dict[str, list[m.ListOffsetsPartition]] = {}
     for tp, timestamp in timestamps.items():
         info = cluster.partition(tp)
@@ -35,7 +37,8 @@ async def list_offsets_from(
             )
         )
     request = m.ListOffsetsRequest(
-        topics=[m.ListOffsetsTopic(name=t, partitions=p) for t, p in by_topic.items()]
+        isolation_level=isolation_level,
+        topics=[m.ListOffsetsTopic(name=t, partitions=p) for t, p in by_topic.items()],
     )
     response = await pool.request(*address, request, timeout_s=timeout_s)
     return {

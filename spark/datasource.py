@@ -17,6 +17,9 @@ Options (all strings, as Spark passes them):
   together by one task, up to this many bytes (thousands of tiny segments otherwise cost a
   task each);
 - `topics`: a comma-separated list of topics to read (default: all);
+- `read_committed` (default false): what a read_committed consumer gets, as far as the
+  files tell: no transaction markers, no records of aborted transactions (the partition's
+  `.txnindex` files); without it every record of the log, markers included;
 - `pushdown` (default false): take Spark's filters too (below);
 - `corrupt_batches` (default false): the error table instead, one row per batch whose
   CRC does not match (`spark.corruption.CORRUPT_BATCH_SCHEMA`): where it is, the offsets
@@ -169,6 +172,7 @@ class TributaryReader(DataSourceReader):
         self.headers_only = _flag(options, "headers_only", False)
         self.verify_crc = _flag(options, "verify_crc", True)
         self.corrupt_batches = _flag(options, "corrupt_batches", False)
+        self.read_committed = _flag(options, "read_committed", False)
         self.split_bytes = _int(options, "split_bytes", DEFAULT_SPLIT_BYTES)
         self.pack_bytes = _int(options, "pack_bytes", 0)
         topics = options.get("topics")
@@ -239,6 +243,7 @@ class TributaryReader(DataSourceReader):
                     verify_crc=self.verify_crc,
                     offset_range=(self.offset_low, self.offset_high),
                     min_timestamp=self.min_timestamp,
+                    read_committed=self.read_committed,
                 )
 
 

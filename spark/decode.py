@@ -24,6 +24,12 @@ then transposed into column lists and converted to Arrow in bulk, with offsets a
 timestamps as numpy base + delta: no Python object per record of our own) and
 `BatchColumns` (one row per batch, header fields only, no record decoding).
 
+Transactions: `read_slice_records(..., read_committed=True)` skips control batches (the
+COMMIT/ABORT markers) and the batches of aborted transactions, as the partition
+directory's `.txnindex` files list them (`aborted_transactions`); a transaction still
+open when the files were read cannot be told apart offline and is kept. Without it every
+batch is read, markers included (one record each, at its offset).
+
 `record_size` is the bytes a record occupies in the log: its batch's size (61-byte header
 plus the compressed payload) shared evenly among the batch's records, the remainder going
 one byte each to the first records. So the sum of `record_size` over a partition is exactly
@@ -44,7 +50,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from broker.core.log.txn_index import TXN_INDEX_SUFFIX, read_txn_index
 from client.protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     BATCH_OVERHEAD,
     CURRENT_MAGIC,
     LOG_OVERHEAD,
@@ -62,6 +71,7 @@ __all__ = [
     "RecordColumns",
     "SegmentSlice",
     "SliceBatch",
+    "aborted_transactions",
     "iter_slice_batches",
     "plan_slices",
     "read_slice_batches",
@@ -529,18 +539,63 @@ class BatchColumns:
         return pa.RecordBatch.from_arrays(columns, schema=schemas.ARROW_BATCH_SCHEMA)
 
 
+def aborted_transactions(directory: str) -> dict[int, list[tuple[int, int]]]:
+    """The aborted transactions of a partition directory's `.txnindex` files: producer id
+    -> [(first offset, marker offset)]. Unreadable files count as empty (logged)."""
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    try:
+        names = [n for n in os.listdir(directory) if n.endswith(TXN_INDEX_SUFFIX)]
+    except OSError as exc:
+        logger.warning("cannot list %s (%s): no aborted transactions known", directory, exc)
+        return aborted
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), "rb") as file:
+                entries, _ = read_txn_index(file.read())
+        except OSError as exc:
+            logger.warning("cannot read %s (%s); skipped", name, exc)
+            continue
+        for entry in entries:
+            aborted.setdefault(entry.producer_id, []).append(
+                (entry.first_offset, entry.last_offset)
+            )
+    return aborted
+
+
+def _committed_batches(
+    batches: Iterator[SliceBatch], aborted: dict[int, list[tuple[int, int]]]
+) -> Iterator[SliceBatch]:
+    """`batches` without control batches and aborted transactions' batches."""
+    for batch in batches:
+        header = batch.header
+        attributes = header.attributes
+        if attributes & ATTR_CONTROL:
+            continue
+        if attributes & ATTR_TRANSACTIONAL:
+            base = header.base_offset
+            ranges = aborted.get(header.producer_id, ())
+            if any(first <= base <= last for first, last in ranges):
+                continue
+        yield batch
+
+
 def read_slice_records(
     segment: SegmentSlice,
     *,
     verify_crc: bool = True,
     offset_range: tuple[int | None, int | None] = (None, None),
     min_timestamp: int | None = None,
+    read_committed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """One row per record of `segment`, as arrow batches of about ROWS_PER_ARROW_BATCH;
     batches outside `offset_range` or wholly older than `min_timestamp` are skipped
-    undecoded (see `RecordColumns`)."""
+    undecoded (see `RecordColumns`); with `read_committed`, markers and aborted
+    transactions' batches too."""
     columns = RecordColumns(segment, offset_range=offset_range, min_timestamp=min_timestamp)
     batches = iter_slice_batches(segment, verify_crc=verify_crc)
+    if read_committed:
+        directory = os.path.dirname(segment.path)
+        batches = _committed_batches(batches, aborted_transactions(directory))
     done = False
     while True:
         with _gc_paused():  # never across a yield: only while this chunk is decoded

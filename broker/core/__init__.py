@@ -23,6 +23,8 @@ Map:
   asks, so incremental fetches carry and answer only what changed;
 - `purgatory.py`: delayed operations and their purgatory; `delayed_produce.py`,
   `delayed_fetch.py`, `delayed_delete_records.py`: the three the replica manager parks;
+- `txn_verification.py`: KIP-890's seam, the leader's check with the transaction
+  coordinator before a transaction's first write to a partition (`ALLOW_ALL` until set);
 - `metadata_cache.py`: the cluster as the controller's UpdateMetadata describes it;
 - `assignment.py`: replica assignment for new topics and partitions;
   `partition_limits.py`: the partition-count limits CreateTopics/CreatePartitions check;

@@ -2,18 +2,19 @@
 
 How it works (SPEC.md "Fetch"; Kafka's `DelayedFetch.scala`): a fetch that found fewer
 than `min_bytes` waits in the fetch purgatory, watched under each of its partitions.
-Appends (for followers) and HW moves (for consumers) re-check it. `try_complete`
+Appends (for followers) and HW moves (for consumers) re-check it; so do transaction
+markers (they move the LSO read_committed consumers wait for). `try_complete`
 completes it when any of these holds:
 
 - Case A: this broker is no longer the leader of one of the partitions (for a consumer
   fetch a follower may serve, KIP-392: no longer a replica of it);
 - Case B: this broker no longer hosts one of the partitions (StopReplica/deleted);
 - Case C: a partition's leader epoch no longer matches the fetch's (fenced);
-- Case D: a partition's readable end (LEO for followers, HW for consumers) is now
-  *below* the fetch offset (the log was truncated): answer now so the fetcher resyncs.
-  A follower serving a consumer (KIP-392) learns the HW one fetch after the leader, so
-  there only an offset past its LEO counts; below it, the fetch waits for the HW
-  (which its own replication moves, and re-checks this);
+- Case D: a partition's readable end (LEO for followers, HW for consumers, LSO for
+  read_committed consumers) is now *below* the fetch offset (the log was truncated):
+  answer now so the fetcher resyncs. A follower serving a consumer (KIP-392) learns the
+  HW one fetch after the leader, so there only an offset past its LEO counts; below it,
+  the fetch waits for the HW (which its own replication moves, and re-checks this);
 - Case E: the bytes readable across all partitions reached `min_bytes`.
 
 On expiry it completes as well. Either way `on_complete` calls `complete(completed_ms)`
@@ -53,6 +54,11 @@ class FetchParams:
     # KIP-392: the consumer's `client.rack` ("" when it sent none). A consumer fetch with
     # one may be served by a follower, and a leader may point it at another replica.
     client_rack: str = ""
+    isolation_level: int = 0  # 1: read_committed (read below the LSO)
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == 1 and self.replica_id < 0
 
     @property
     def from_follower(self) -> bool:
@@ -70,7 +76,7 @@ class FetchTarget(Protocol):
 
     def check_replica(self, current_leader_epoch: int, require_leader: bool) -> None: ...
 
-    def fetch_upper_bound(self, from_follower: bool) -> int: ...
+    def fetch_upper_bound(self, from_follower: bool, read_committed: bool = ...) -> int: ...
 
     def bytes_available(
         self, fetch_offset: int, upper: int, max_bytes: int, wanted: int
@@ -96,6 +102,7 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self, now_ms: int) -> bool:
         from_follower = self.params.from_follower
+        committed = self.params.read_committed
         needed = max(self.params.min_bytes, 1)
         accumulated = 0
         for tp, request in self.partitions.items():
@@ -108,7 +115,7 @@ class DelayedFetch(DelayedOperation):
                 )
             except PartitionError:  # Case A or C
                 return True
-            end = partition.fetch_upper_bound(from_follower)
+            end = partition.fetch_upper_bound(from_follower, committed)
             if end < request.fetch_offset:
                 if self.params.fetch_only_from_leader:  # Case D
                     return True

@@ -77,7 +77,7 @@ class FetchSessionConfig:
 class CachedPartition:
     """What one partition of a session was asked and answered last."""
 
-    __slots__ = ("request", "high_watermark", "log_start_offset")
+    __slots__ = ("request", "high_watermark", "log_start_offset", "last_stable_offset")
 
     def __init__(
         self, request: FetchPartitionRequest, high_watermark: int = -1, log_start_offset: int = -1
@@ -85,13 +85,16 @@ class CachedPartition:
         self.request = request
         self.high_watermark = high_watermark
         self.log_start_offset = log_start_offset
+        self.last_stable_offset = -1  # a read_committed reader waits for it to move
 
     @classmethod
     def answered(cls, request: FetchPartitionRequest, result: FetchedPartition) -> CachedPartition:
         """A partition of a new session, as its full answer left it (an error's high
         watermark is cached as -1, as Kafka's error answers carry)."""
         hw = -1 if result.error_code is not ErrorCode.NONE else result.high_watermark
-        return cls(request, hw, result.log_start_offset)
+        cached = cls(request, hw, result.log_start_offset)
+        cached.last_stable_offset = result.last_stable_offset
+        return cached
 
     def must_respond(self, result: FetchedPartition) -> bool:
         """Whether an incremental answer must carry `result`; remembers what it carries."""
@@ -102,6 +105,9 @@ class CachedPartition:
         if self.log_start_offset != result.log_start_offset:
             respond = True
             self.log_start_offset = result.log_start_offset
+        if self.last_stable_offset != result.last_stable_offset:
+            respond = True
+            self.last_stable_offset = result.last_stable_offset
         if result.error_code is not ErrorCode.NONE:
             self.high_watermark = -1  # answered again once the error is gone
             respond = True

@@ -40,11 +40,12 @@ from broker.core.isr import (
     PendingShrinkIsr,
     ordered,
 )
-from broker.core.log.errors import KeylessRecordError
+from broker.core.log.errors import ControlBatchError, KeylessRecordError
 from broker.core.log.log import Log, LogAppendInfo
 from broker.core.log.producer_state import ProducerStateError
 from broker.core.replica import FollowerState
 from client.protocol.errors import ErrorCode
+from client.protocol.records import iter_batches
 from client.protocol.types import TopicPartition
 from server_common.zkdata import LeaderAndIsr
 
@@ -114,6 +115,18 @@ class LogReadInfo(NamedTuple):  # a NamedTuple: made per partition of every fetc
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    # read_committed: (producer id, first offset) of the aborted transactions read.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+
+
+def read_end_offset(records: bytes) -> int:
+    """The offset after the last whole batch of a read (its aborted transactions are
+    those overlapping the offsets read)."""
+    end = -1
+    for _, header in iter_batches(records):
+        end = header.base_offset + header.last_offset_delta + 1
+    return end
 
 
 class Partition:
@@ -242,9 +255,10 @@ class Partition:
 
     # -- leader: writes ------------------------------------------------------------
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, now_ms: int
+        self, records: bytes, required_acks: int, now_ms: int, origin: str = "client"
     ) -> LogAppendInfo:
-        """Append as leader; returns the log's append info. Raises PartitionError."""
+        """Append as leader (`origin` "coordinator": transaction markers); returns the
+        log's append info. Raises PartitionError."""
         if not self.is_leader:
             raise PartitionError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -258,8 +272,8 @@ class Partition:
                 f"min.insync.replicas={self.min_insync_replicas}",
             )
         try:
-            info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
-        except KeylessRecordError as exc:
+            info = self.log.append_as_leader(records, self.leader_epoch, now_ms, origin=origin)
+        except (KeylessRecordError, ControlBatchError) as exc:
             raise PartitionError(ErrorCode.INVALID_RECORD, str(exc)) from None
         except ProducerStateError as exc:  # idempotent producer: out of order, old epoch...
             raise PartitionError(exc.code, str(exc)) from None
@@ -338,9 +352,17 @@ class Partition:
             )
         self.check_leader_epoch(current_leader_epoch)
 
-    def fetch_upper_bound(self, from_follower: bool) -> int:
-        """Followers read to the LEO; consumers never past the HW."""
-        return self.log.log_end_offset if from_follower else self.high_watermark
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: read_committed consumers read below it (`producer_state.py`)."""
+        return self.log.last_stable_offset(self.high_watermark)
+
+    def fetch_upper_bound(self, from_follower: bool, read_committed: bool = False) -> int:
+        """Followers read to the LEO; consumers never past the HW, read_committed ones
+        never past the LSO."""
+        if from_follower:
+            return self.log.log_end_offset
+        return self.last_stable_offset if read_committed else self.high_watermark
 
     def read_records(
         self,
@@ -351,6 +373,7 @@ class Partition:
         from_follower: bool,
         min_one_batch: bool = True,
         require_leader: bool = True,
+        read_committed: bool = False,
     ) -> LogReadInfo:
         """Followers' fetches read to the LEO, consumers' to the HW; with
         `require_leader` False (KIP-392) a follower serves a consumer up to its own HW."""
@@ -363,13 +386,19 @@ class Partition:
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {fetch_offset} is outside [{start}, {leo}] of {self.topic_partition}",
             )
-        upper = leo if from_follower else hw
+        lso = self.log.last_stable_offset(hw)
+        upper = leo if from_follower else lso if read_committed else hw
         if fetch_offset >= upper:
-            records = b""
-        else:
-            data = self.log.read(fetch_offset, max_bytes, upper, min_one_batch)
-            records = data.records
-        return LogReadInfo(bytes(records), hw, start, leo)
+            return LogReadInfo(b"", hw, start, leo, lso)
+        records = self.log.read(fetch_offset, max_bytes, upper, min_one_batch).records
+        aborted: tuple[tuple[int, int], ...] = ()
+        if read_committed and records:
+            end = read_end_offset(records)
+            aborted = tuple(
+                (txn.producer_id, txn.first_offset)
+                for txn in self.log.collect_aborted_transactions(fetch_offset, end)
+            )
+        return LogReadInfo(bytes(records), hw, start, leo, lso, aborted)
 
     def bytes_available(self, fetch_offset: int, upper: int, max_bytes: int, wanted: int) -> int:
         """Bytes a fetch at `fetch_offset` could read below `upper` (enough to tell whether
@@ -525,6 +554,7 @@ class Partition:
                 new_hw = follower_leo
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
+            self.log.producer_state.on_high_watermark_updated(new_hw)
             return True
         return False
 
@@ -552,6 +582,7 @@ class Partition:
         self.high_watermark = max(
             min(self.log.log_end_offset, leader_hw), self.log.log_start_offset
         )
+        self.log.producer_state.on_high_watermark_updated(self.high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.log_end_offset:

@@ -30,6 +30,12 @@ How it works (SPEC.md; Kafka's `ReplicaManager.scala` and `AbstractFetcherThread
 - Follower side: `self.followers` (follower_fetch.py) keeps the fetch state of every
   partition we follow; the shell's fetcher tasks, one per leader, carry its
   OffsetForLeaderEpoch and Fetch requests and hand the answers back.
+- Transactions: `append_records` with `origin` "coordinator" appends transaction
+  markers (the WriteTxnMarkers handler, broker/handlers/txn_markers.py, then calls each
+  of `txn_marker_listeners` for the partitions written); a read_committed fetch reads
+  below the LSO with its aborted transactions, and ListOffsets' latest is the LSO for
+  it. `txn_verifier` (broker/core/txn_verification.py, KIP-890) is what the produce
+  handlers ask before a transaction's first batch on a partition.
 - Periodic: `maybe_shrink_isrs` (every replica.lag.time.max.ms / 2),
   `maybe_propagate_isr_changes`, `expire_delayed`, `high_watermarks_to_checkpoint`.
 
@@ -81,6 +87,7 @@ from broker.core.purgatory import Purgatory
 from broker.core.replication import FetchedPartition, ReplicaManagerStats, ReplicationConfig
 from broker.core.role_changes import BecomeResult, RoleChanges
 from broker.core.truncation import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from broker.core.txn_verification import ALLOW_ALL, TransactionVerifier
 from client.protocol.errors import ErrorCode
 from client.protocol.records import RecordError
 from client.protocol.types import TopicPartition
@@ -97,6 +104,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, dict], None]
+# Called after a transaction marker was written as leader (and replicated):
+# (partition, producer id, committed).
+TxnMarkerListener = Callable[[TopicPartition, int, bool], None]
 
 
 class ReplicaManager:
@@ -126,14 +136,16 @@ class ReplicaManager:
             config.isr_change_propagation_blackout_ms, config.isr_change_propagation_interval_ms
         )
         self.stats = ReplicaManagerStats()
-        # Called with (from_follower, waited_ms) once per fetch answered: the time it spent
-        # in the fetch purgatory (0 when answered at once); the broker's metrics use it.
+        # (from_follower, waited_ms) per fetch answered: its time in the fetch purgatory.
         self.fetch_waited: Callable[[bool, int], None] = lambda from_follower, ms: None
         # The follower side: fetch state per followed partition (follower_fetch.py).
         self.followers = FollowerFetch(
             self.partitions, config, self.stats, self._events, truncation
         )
         self.consumer_reads = ConsumerReads(config, self.followers, self.fetch_purgatory)
+        # Transactions (module docstring); the coordinator's wiring sets both.
+        self.txn_marker_listeners: list[TxnMarkerListener] = []
+        self.txn_verifier: TransactionVerifier = ALLOW_ALL
         self._effects: list[IsrUpdate] = []
         self._emit: Callable[[IsrUpdate], None] = effects or self._effects.append
         # LeaderAndIsr and StopReplica (role_changes.py).
@@ -193,16 +205,17 @@ class ReplicaManager:
         timeout_ms: int,
         entries: dict[TopicPartition, bytes],
         respond: Callable[[dict[TopicPartition, ProduceResult]], None],
+        origin: str = "client",
     ) -> None:
-        """Append to every leader partition; respond now (acks 0/1, or all failed) or when
-        the acks=all condition holds for every partition that was appended."""
+        """Append to every leader partition (`origin` "coordinator": transaction markers);
+        respond now (acks 0/1, or all failed) or when acks=all holds for every append."""
         if acks not in (0, 1, -1):
             respond({tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries})
             return
         results: dict[TopicPartition, ProduceResult] = {}
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
-            result, info = self._append_to_leader(tp, records, acks, now_ms)
+            result, info = self._append_to_leader(tp, records, acks, now_ms, origin)
             results[tp] = result
             if info is not None:
                 statuses[tp] = ProducePartitionStatus(info.last_offset + 1, result)
@@ -217,12 +230,12 @@ class ReplicaManager:
             respond(results)
 
     def _append_to_leader(
-        self, tp: TopicPartition, records: bytes, acks: int, now_ms: int
+        self, tp: TopicPartition, records: bytes, acks: int, now_ms: int, origin: str
     ) -> tuple[ProduceResult, LogAppendInfo | None]:
         try:
             partition = self.get_partition_or_error(tp)
             hw_before = partition.high_watermark
-            info = partition.append_records_to_leader(records, acks, now_ms)
+            info = partition.append_records_to_leader(records, acks, now_ms, origin)
         except PartitionError as exc:
             return ProduceResult(exc.code, error_message=exc.message), None
         except RecordTooLargeError as exc:
@@ -348,6 +361,7 @@ class ReplicaManager:
                 from_follower=from_follower,
                 min_one_batch=min_one_batch,
                 require_leader=params.fetch_only_from_leader,
+                read_committed=params.read_committed,
             )
         except PartitionError as exc:
             if partition is not None and partition.is_leader:
@@ -384,6 +398,8 @@ class ReplicaManager:
             info.log_start_offset,
             info.log_end_offset,
             info.records,
+            last_stable_offset=info.last_stable_offset,
+            aborted_transactions=info.aborted_transactions,
         )
 
     # -- DeleteRecords (leader side) ------------------------------------------------
@@ -454,16 +470,16 @@ class ReplicaManager:
         current_leader_epoch: int,
         *,
         from_consumer: bool,
+        read_committed: bool = False,
     ) -> tuple[ErrorCode, int, int, int]:
-        """ListOffsets: (error, timestamp, offset, leader_epoch). -1 latest, -2 (and -4,
-        earliest local) earliest, -3 the record with the largest timestamp (KIP-734),
-        answered only when a consumer may read it (below the high watermark)."""
+        """ListOffsets: (error, timestamp, offset, leader_epoch): -1 latest, -2 (-4) earliest,
+        -3 the largest timestamp (KIP-734); a consumer's below the HW (read_committed: LSO)."""
         try:
             partition = self.leader_partition_or_error(tp)
             partition.check_leader_epoch(current_leader_epoch)
         except PartitionError as exc:
             return exc.code, -1, -1, -1
-        upper = partition.high_watermark if from_consumer else partition.log_end_offset
+        upper = partition.fetch_upper_bound(not from_consumer, read_committed)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ErrorCode.NONE, -1, partition.log_start_offset, partition.leader_epoch
         if timestamp == LATEST_TIMESTAMP:

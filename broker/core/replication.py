@@ -59,3 +59,6 @@ class FetchedPartition(NamedTuple):
     log_end_offset: int = -1
     records: bytes = b""
     preferred_read_replica: int = -1  # KIP-392: read from this broker instead (-1: none)
+    last_stable_offset: int = -1  # -1: the HW (no transaction holds it back)
+    # read_committed: (producer id, first offset) of the aborted transactions read.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()

@@ -20,6 +20,9 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
 - `data_plane.py`: Produce, Fetch (through the fetch sessions, KIP-227), ListOffsets,
   OffsetForLeaderEpoch, DeleteRecords (`DataPlaneHandlers`), the tuned paths;
 - `metadata.py`: Metadata and ApiVersions, answered from the metadata cache;
+- `txn_verify.py`: the produce path's transactional checks (KIP-890's verification);
+- `txn_markers.py`: WriteTxnMarkers, the transaction coordinator's COMMIT/ABORT
+  markers appended as leader (then `ReplicaManager.txn_marker_listeners`);
 - `producer_ids.py`: InitProducerId, ids from blocks claimed in ZooKeeper;
   `producers.py`: DescribeProducers, the producer state partition leaders keep;
 - `controller_requests.py`: LeaderAndIsr, UpdateMetadata, StopReplica, fenced by
@@ -67,6 +70,7 @@ from broker.handlers.producer_ids import ProducerIdHandlers
 from broker.handlers.producers import ProducerHandlers
 from broker.handlers.reassignments import ReassignmentHandlers
 from broker.handlers.topics import TopicDefaults, TopicHandlers
+from broker.handlers.txn_markers import TxnMarkerHandlers
 from broker.handlers.users import UserHandlers
 from broker.tasks.log_scrubber import LogScrubber
 from broker.zookeeper.acls import AclStore
@@ -110,6 +114,7 @@ class RequestHandlers:
             replica_manager, metadata_cache, clock, self.fetch_sessions
         )
         self.producer_ids = ProducerIdHandlers(gateway, identity)
+        self.txn_markers = TxnMarkerHandlers(replica_manager, metadata_cache, clock)
         self.controller_requests = ControllerRequestHandlers(
             replica_manager,
             metadata_cache,
@@ -150,6 +155,7 @@ class RequestHandlers:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.producer_ids.init_producer_id,
             ApiKey.DESCRIBE_PRODUCERS: self.producers.describe_producers,
+            ApiKey.WRITE_TXN_MARKERS: self.txn_markers.write_txn_markers,
             ApiKey.LEADER_AND_ISR: controller.leader_and_isr,
             ApiKey.UPDATE_METADATA: controller.update_metadata,
             ApiKey.STOP_REPLICA: controller.stop_replica,

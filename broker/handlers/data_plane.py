@@ -7,7 +7,9 @@ produce, a fetch waiting for bytes, a DeleteRecords waiting for the followers) c
 back as a `Reply` that the core's callback fills; an acks=0 produce answers nothing
 (`NO_RESPONSE`). A partition this broker does not host but the cluster has is answered
 NOT_LEADER_OR_FOLLOWER (stale metadata, retriable), as Kafka does. These are the
-broker's tuned paths: no work per record here, only per partition.
+broker's tuned paths: no work per record here, only per partition. A transactional
+batch is first checked by `txn_verify.py` (KIP-890: a transaction's first write to a
+partition is verified with its coordinator before it is appended).
 
 A Fetch goes through the fetch sessions first (KIP-227, core/fetch_sessions.py): its
 session id and epoch pick the context that says which partitions to read (for an
@@ -28,6 +30,7 @@ from broker.core.delayed_fetch import FetchParams, FetchPartitionRequest
 from broker.core.fetch_sessions import FetchAnswer, FetchManager
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
+from broker.handlers.txn_verify import verify_transactional_writes
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 from client.protocol.topic_ids import ZERO_TOPIC_ID_BYTES, topic_id_of_bytes
@@ -58,6 +61,7 @@ class DataPlaneHandlers:
         for topic in request.topics:
             for part in topic.partitions:
                 entries[TopicPartition(topic.name, part.partition)] = part.records
+        refused = await verify_transactional_writes(self.rm, request.transactional_id, entries)
         now = self.now_ms()
         if request.acks == 0:
             self.rm.append_records(
@@ -67,7 +71,7 @@ class DataPlaneHandlers:
         reply = Reply()
 
         def respond(results) -> None:
-            reply.set(self._produce_response(results))
+            reply.set(self._produce_response({**refused, **results}))
 
         self.rm.append_records(
             now,
@@ -153,6 +157,7 @@ class DataPlaneHandlers:
             min_bytes=request.min_bytes,
             max_bytes=request.max_bytes,
             client_rack=request.rack_id if request.replica_id < 0 else "",
+            isolation_level=request.isolation_level,
         )
         partitions: dict[TopicPartition, FetchPartitionRequest] = {}
         unknown_ids: dict[bytes, list[int]] = {}  # topics named by an id nobody has
@@ -228,10 +233,16 @@ class DataPlaneHandlers:
                     partition=tp.partition,
                     error_code=code,
                     high_watermark=result.high_watermark,
-                    last_stable_offset=result.high_watermark,
+                    last_stable_offset=result.last_stable_offset
+                    if result.last_stable_offset >= 0
+                    else result.high_watermark,
                     log_start_offset=result.log_start_offset,
                     records=records,
                     preferred_read_replica=result.preferred_read_replica,
+                    aborted_transactions=[
+                        m.AbortedTransaction(producer_id=pid, first_offset=first)
+                        for pid, first in result.aborted_transactions
+                    ],
                 )
             )
         topics = [
@@ -277,6 +288,7 @@ class DataPlaneHandlers:
                     part.timestamp,
                     part.current_leader_epoch,
                     from_consumer=request.replica_id < 0,
+                    read_committed=request.isolation_level == 1,
                 )
                 parts.append(
                     m.ListOffsetsResponsePartition(

@@ -3,9 +3,10 @@ state for.
 
 How it works: for each partition asked about, the replica manager answers from the
 leader's log (`Log.active_producers`: the producer state the duplicate checks use):
-each producer's id, epoch, last sequence and last timestamp. A broker that does not lead
-the partition answers NOT_LEADER_OR_FOLLOWER for it, one it does not know
-UNKNOWN_TOPIC_OR_PARTITION, as Kafka does; the client asks each leader.
+each producer's id, epoch, last sequence and last timestamp, the coordinator epoch of
+its last transaction marker and the first offset of its open transaction (-1: none).
+A broker that does not lead the partition answers NOT_LEADER_OR_FOLLOWER for it, one it
+does not know UNKNOWN_TOPIC_OR_PARTITION, as Kafka does; the client asks each leader.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class ProducerHandlers:
                                 producer_epoch=e.producer_epoch,
                                 last_sequence=e.last_seq,
                                 last_timestamp=e.last_timestamp,
+                                coordinator_epoch=e.coordinator_epoch,
+                                current_txn_start_offset=e.current_txn_first_offset,
                             )
                             for e in entries
                         ],

@@ -24,6 +24,7 @@ version the client asked for.
   DeleteAcls; `translate_sasl.py`: SaslHandshake and SaslAuthenticate, for the
   connection's SASL gate; `translate_users.py`: users' SCRAM credentials
   (DescribeUserScramCredentials, AlterUserScramCredentials);
+  `translate_txn_markers.py`: WriteTxnMarkers (the transaction coordinator's markers);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 

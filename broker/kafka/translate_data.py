@@ -14,8 +14,9 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
   with a topic id or a null name are INVALID_REQUEST, as in Kafka 2.8.
 - Produce: batches pass through unchanged (the native path validates them).
 - Fetch: the native fetch (DelayedFetch purgatory for max_wait/min_bytes, max bytes,
-  partition max bytes, current leader epoch fencing), always as a consumer; the last
-  stable offset is the high watermark (no transactions); records are converted for
+  partition max bytes, current leader epoch fencing), always as a consumer, with the
+  client's isolation level (read_committed: below the last stable offset, with the
+  aborted transactions of the range); records are converted for
   Kafka clients by `client.protocol.records.to_kafka_format`. Fetch sessions (KIP-227,
   v7+): session id, epoch and forgotten topics go to the native request and the session
   id (and a session error, FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH, as
@@ -26,7 +27,8 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
   id is UNKNOWN_TOPIC_ID); v15's replica state, v16's leader hints and v17's directory
   id are tagged fields a consumer leaves empty. v11+'s `rack_id` (KIP-392) goes to the
   native fetch and its `preferred_read_replica` comes back.
-- ListOffsets (earliest -2, latest -1, by timestamp, max timestamp -3 (v7, KIP-734),
+- ListOffsets (with the isolation level: read_committed's latest is the LSO; earliest
+  -2, latest -1, by timestamp, max timestamp -3 (v7, KIP-734),
   earliest local -4 (v8, KIP-405: the log start, there being no tiered storage)) and
   OffsetForLeaderEpoch, always as a consumer.
 - InitProducerId 0-4 (idempotent producers, librdkafka's enable.idempotence): a new
@@ -341,7 +343,7 @@ def _fetch_response(
                 topic=name,
                 topic_id=topic_id,
                 partitions=tuple(
-                    build(partition_cls, aborted_transactions=(), **p) for p in partitions
+                    build(partition_cls, **{"aborted_transactions": (), **p}) for p in partitions
                 ),
             )
             for name, topic_id, partitions in topics
@@ -366,6 +368,10 @@ def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
                         log_start_offset=p.log_start_offset,
                         records=to_kafka_format(p.records) if p.records else b"",
                         preferred_read_replica=p.preferred_read_replica,  # v11+ (KIP-392)
+                        aborted_transactions=[
+                            dict(producer_id=a.producer_id, first_offset=a.first_offset)
+                            for a in p.aborted_transactions
+                        ],
                     )
                     for p in t.partitions
                 ],

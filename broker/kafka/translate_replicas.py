@@ -22,8 +22,8 @@ wherever the API carries one.
   allow_replication_factor_change is Kafka 4.0, beyond the ZooKeeper era.)
 - DescribeLogDirs 1-4 (kio has no v0): one result for the broker's one log directory; v3
   adds a top-level error code, v4 the directory's total and usable bytes.
-- DescribeProducers 0: one to one (no transactions yet: coordinator epoch and current
-  transaction start offset are -1).
+- DescribeProducers 0: one to one (with each producer's coordinator epoch and open
+  transaction's start offset, -1 when none).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ Data-plane ranges (translate_data.py) and why they stop where they do:
   client needs.
 - OffsetForLeaderEpoch 2-4, ApiVersions 0-3 (here); DescribeAcls, CreateAcls and
   DeleteAcls 1-3 (translate_acls.py).
+- WriteTxnMarkers 1 (translate_txn_markers.py): kio has no v0; v2 is KIP-890 part 2.
 - InitProducerId 0-4: every version librdkafka and the Java client use for idempotence;
   v5 is unreleased in Kafka 2.8/3.x era clients.
 """
@@ -41,6 +42,7 @@ from broker.kafka import (
     translate_groups,
     translate_replicas,
     translate_sasl,
+    translate_txn_markers,
     translate_users,
 )
 from broker.kafka.translation import (
@@ -94,6 +96,7 @@ def translations() -> dict[int, Translation]:
         translate_acls,
         translate_sasl,
         translate_users,
+        translate_txn_markers,
     ):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:

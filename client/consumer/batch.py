@@ -13,6 +13,12 @@ epochs), with no Python object per record. The fetcher buffers them so,
 `poll_batches()` hands them out as they are, and `poll()` builds a `ConsumerRecord` per
 record from them (`records()`, in C: `map` over `zip`). While many objects are built at
 once, cyclic garbage collection is paused (`gc_paused`).
+
+Transactions (Kafka's Fetcher): control batches (COMMIT/ABORT markers) are skipped,
+whatever the isolation level. A read_committed fetch comes with the aborted
+transactions of its range (producer id, first offset): walking the batches in order, a
+producer becomes "aborted" once a batch reaches its first offset; its transactional
+batches are dropped until its ABORT marker, which ends that.
 """
 
 from __future__ import annotations
@@ -25,13 +31,30 @@ from typing import NamedTuple
 
 from client.consumer.errors import CorruptBatchError
 from client.protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     CorruptRecordError,
     RecordColumns,
     decode_columns,
     iter_batches,
+    read_control_marker,
     validate_batch,
 )
 from client.protocol.types import TopicPartition
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+_ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+
+
+def isolation_level_of(name: str) -> int:
+    """Kafka's isolation.level name as the protocol's number; ValueError otherwise."""
+    try:
+        return _ISOLATION_LEVELS[name]
+    except KeyError:
+        raise ValueError(
+            f"isolation_level must be read_uncommitted or read_committed, not {name!r}"
+        ) from None
 
 
 class ConsumerRecord(NamedTuple):
@@ -159,24 +182,49 @@ class ConsumerBatch:
 
 
 def decode_fetched(
-    tp: TopicPartition, data: bytes, position: int, *, check_crcs: bool = True, broker: int = -1
+    tp: TopicPartition,
+    data: bytes,
+    position: int,
+    *,
+    check_crcs: bool = True,
+    broker: int = -1,
+    aborted: list[tuple[int, int]] | None = None,
 ) -> tuple[ConsumerBatch, int, CorruptBatchError | None]:
     """The records of one partition's fetched `data` at or above `position` (whole
     batches come back, so records below it are skipped), the offset after the last, and
     (with `check_crcs`) the error for the first damaged batch: decoding stops before it,
-    so the offset returned is where that batch starts."""
+    so the offset returned is where that batch starts. Control batches are skipped;
+    `aborted` (read_committed: the answer's aborted transactions) drops their records."""
     with gc_paused():
-        return _decode_batches(tp, memoryview(data), position, check_crcs, broker)
+        return _decode_batches(tp, memoryview(data), position, check_crcs, broker, aborted)
 
 
 def _decode_batches(
-    tp: TopicPartition, view: memoryview, position: int, check_crcs: bool, broker: int
+    tp: TopicPartition,
+    view: memoryview,
+    position: int,
+    check_crcs: bool,
+    broker: int,
+    aborted: list[tuple[int, int]] | None,
 ) -> tuple[ConsumerBatch, int, CorruptBatchError | None]:
     out = ConsumerBatch(*tp)
     next_offset = position
+    pending = sorted(aborted, key=lambda txn: txn[1], reverse=True) if aborted else []
+    aborted_producers: set[int] = set()
     for pos, header in iter_batches(view):
-        if header.next_offset <= position:
-            next_offset = header.next_offset
+        attributes = header.attributes
+        if aborted is not None and header.producer_id >= 0:
+            while pending and pending[-1][1] <= header.last_offset:
+                aborted_producers.add(pending.pop()[0])
+            if header.producer_id in aborted_producers:
+                if attributes & ATTR_CONTROL:
+                    if not _is_commit(view[pos : pos + header.size]):
+                        aborted_producers.discard(header.producer_id)
+                elif attributes & ATTR_TRANSACTIONAL:
+                    next_offset = max(next_offset, header.next_offset)
+                    continue
+        if header.next_offset <= position or attributes & ATTR_CONTROL:
+            next_offset = max(next_offset, header.next_offset)
             continue
         if check_crcs:
             try:
@@ -191,6 +239,15 @@ def _decode_batches(
             columns = _at_or_after(columns, position)
         out.add_columns(columns, header.partition_leader_epoch)
     return out, next_offset, None
+
+
+def _is_commit(batch: memoryview) -> bool:
+    try:
+        return read_control_marker(batch)[0]
+    except CorruptRecordError:
+        return False
+    except ValueError:  # not a marker Tributary knows: treated as not ending the abort
+        return True
 
 
 def _at_or_after(columns: RecordColumns, position: int) -> RecordColumns:

@@ -51,7 +51,7 @@ from typing import Any
 import trio
 
 from client.connection import ConnectionPool, Connector, open_connection_pool
-from client.consumer.batch import ConsumerBatch, ConsumerRecord
+from client.consumer.batch import ConsumerBatch, ConsumerRecord, isolation_level_of
 from client.consumer.errors import ConsumerStateError, NoOffsetForPartitionError
 from client.consumer.fetcher import FetchConfig, Fetcher
 from client.consumer.group.coordinator import (
@@ -85,6 +85,7 @@ class Consumer:
         request_timeout_ms: float = 30_000,
         retry_backoff_ms: float = 100,
         check_crcs: bool = True,
+        isolation_level: str = "read_uncommitted",
         metadata_max_age_ms: float = DEFAULT_METADATA_MAX_AGE_MS,
         group_id: str | None = None,
         group_instance_id: str | None = None,
@@ -132,6 +133,7 @@ class Consumer:
                 check_crcs=check_crcs,
                 client_rack=client_rack,
                 preferred_replica_max_age_ms=metadata_max_age_ms,
+                isolation_level=isolation_level_of(isolation_level),
             ),
         )
         self._nursery: trio.Nursery | None = None

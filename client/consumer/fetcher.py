@@ -34,6 +34,9 @@ until woken by a poll, a seek, an answer or fresh metadata.
   partitions, the fetch is abandoned and the partitions are fetched from the new
   leader, instead of waiting out the request timeout for a paused or partitioned old
   leader.
+- `isolation_level` (Kafka's isolation.level): read_committed fetches and looks up
+  "latest" below the last stable offset, and drops aborted transactions' records with
+  the answer's aborted transactions (`decode_fetched`); markers are never handed out.
 - `list_offsets` serves `beginning_offsets`, `end_offsets` and `offsets_for_times`:
   ListOffsets to each partition's leader, retried for `request_timeout_ms`.
 """
@@ -47,7 +50,7 @@ from dataclasses import dataclass
 import trio
 
 from client.connection import BrokerConnectionError, ConnectionPool
-from client.consumer.batch import decode_fetched
+from client.consumer.batch import READ_COMMITTED, decode_fetched
 from client.consumer.errors import OffsetOutOfRangeError
 from client.consumer.subscription import (
     COMMITTED,
@@ -100,6 +103,7 @@ class FetchConfig:
     # how long a preferred read replica is kept (Kafka: metadata.max.age.ms).
     client_rack: str = ""
     preferred_replica_max_age_ms: float = 300_000
+    isolation_level: int = 0  # 1: read_committed
 
 
 class Fetcher:
@@ -266,6 +270,7 @@ class Fetcher:
             max_wait_ms=config.fetch_max_wait_ms,
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_max_bytes,
+            isolation_level=config.isolation_level,
             topics=[m.FetchTopic(topic=t, partitions=p) for t, p in topics.items()],
             rack_id=config.client_rack,
         )
@@ -348,9 +353,17 @@ class Fetcher:
             state.log_start_offset = part.log_start_offset
             if not part.records:
                 return False
+            aborted = None
+            if self.config.isolation_level == READ_COMMITTED:
+                aborted = [(a.producer_id, a.first_offset) for a in part.aborted_transactions]
             try:
                 batch, next_offset, corrupt = decode_fetched(
-                    tp, part.records, offset, check_crcs=self.config.check_crcs, broker=node
+                    tp,
+                    part.records,
+                    offset,
+                    check_crcs=self.config.check_crcs,
+                    broker=node,
+                    aborted=aborted,
                 )
             except RecordError as exc:
                 state.error = TributaryError(
@@ -451,6 +464,7 @@ class Fetcher:
             self.metadata.cluster,
             timestamps,
             self.config.request_timeout_ms / 1000,
+            self.config.isolation_level,
         )
 
     async def list_offsets(

@@ -158,6 +158,11 @@ class ErrorCode(IntEnum):
         False,
         "Producer attempted to produce with an old epoch.",
     )
+    INVALID_TXN_STATE = (
+        48,
+        False,
+        "The producer attempted a transactional operation in an invalid state.",
+    )
     INVALID_PRODUCER_ID_MAPPING = (
         49,
         False,
@@ -165,6 +170,12 @@ class ErrorCode(IntEnum):
         "transactional id.",
     )
     # --- end idempotent producer ---
+    TRANSACTION_COORDINATOR_FENCED = (
+        52,
+        False,
+        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer "
+        "the current coordinator for a given producer.",
+    )
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False, "Transactional Id authorization failed.")
     SECURITY_DISABLED = (54, False, "Security features are disabled.")
     KAFKA_STORAGE_ERROR = (56, True, "Disk error when trying to access log file on the disk.")

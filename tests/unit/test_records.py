@@ -82,7 +82,9 @@ def test_flipping_any_crc_covered_byte_is_detected(records, codec, data):
         validate_batches(bytes(batch))
 
 
-@settings(max_examples=30)
+# Input generation (up to five batches of records) is slow on a loaded machine: a run with
+# six parallel suites on 2 cores failed the too_slow health check, not the property.
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batches=st.lists(st.tuples(records_st, st.sampled_from(SUPPORTED)), min_size=1, max_size=5),
     base=st.integers(0, 2**40),
@@ -201,12 +203,14 @@ def test_snappy_reads_raw_and_xerial_framed_in_both_formats(builder):
 
 
 @pytest.mark.parametrize("builder", [build_batch, build_kafka_batch], ids=["tributary", "kafka"])
-@pytest.mark.parametrize("bit", [0x10, 0x20, 0x30], ids=["transactional", "control", "both"])
-def test_transactional_and_control_batches_are_refused_on_the_produce_path(builder, bit):
-    batch = _with_attributes(builder([Record(None, b"v", 1)], codec=Codec.LZ4), Codec.LZ4 | bit)
-    with pytest.raises(InvalidRecordError, match="transactions are not supported"):
+def test_a_transactional_batch_needs_its_producer_on_the_produce_path(builder):
+    batch = _with_attributes(builder([Record(None, b"v", 1)], codec=Codec.LZ4), Codec.LZ4 | 0x10)
+    with pytest.raises(InvalidRecordError, match="without a producer id"):
         validate_batches(batch)
-    assert validate_batches(batch, strict=False)[0].attributes & bit  # recovery: as it is
+    assert validate_batches(batch, strict=False)[0].attributes & 0x10  # recovery: as it is
+    owned = builder([Record(None, b"v", 1)], producer_id=7, producer_epoch=0, base_sequence=0)
+    owned = _with_attributes(owned, 0x10)
+    assert validate_batches(owned)[0].attributes & 0x10
 
 
 def test_readers_dispatch_on_the_format_bit():

@@ -25,6 +25,10 @@ assigned partition it printed nothing from gets its current position committed (
 that was a reset to earliest/latest), so the next run does not reset it differently.
 Ctrl-C exits 130 after that last commit.
 
+`--isolation-level read_committed` (Kafka's isolation.level) prints only committed
+transactions' records (and records written outside transactions), up to the last
+stable offset; transaction markers are never printed.
+
 A batch that fails its CRC check (the consumer checks every batch, as Kafka's
 check.crcs) ends the command with one line naming the topic, partition, offsets and
 broker, exit code 1, after the records before it were printed (and, with a group,
@@ -119,6 +123,12 @@ def register(subparsers) -> None:
         help=f"with --group: commit every T ms (default {DEFAULT_COMMIT_INTERVAL_MS})",
     )
     add_consumer_props(parser)
+    parser.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed: only committed transactions' records (default read_uncommitted)",
+    )
     add_bootstrap_option(parser)
     parser.set_defaults(handler=_consume)
 
@@ -192,7 +202,11 @@ def _consume(args: argparse.Namespace) -> int:
         # flush each (a poll returns what is there, so a record typed into a producer
         # still shows at once).
         async with open_consumer(
-            bootstrap, auto_offset_reset=reset, max_poll_records=5_000, **options
+            bootstrap,
+            auto_offset_reset=reset,
+            max_poll_records=5_000,
+            isolation_level=args.isolation_level,
+            **options,
         ) as consumer:
             partitions = await consumer.partitions_for(args.topic)
             if args.partition is not None:
@@ -313,6 +327,7 @@ async def _run_group(args: argparse.Namespace, bootstrap: str, run: _Run) -> Non
         enable_auto_commit=False,
         auto_offset_reset=EARLIEST if args.from_beginning else LATEST,
         client_id=GROUP_CLIENT_ID,
+        isolation_level=args.isolation_level,
         **config,
         **client_options(args),
         **consumer_props(args),

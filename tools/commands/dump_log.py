@@ -8,7 +8,10 @@ then one line per batch (`baseOffset: .. lastOffset: .. count: .. ... crc: .. is
 `| offset: ..` line, with its key and payload as text (undecodable bytes replaced) when
 `--print-data-log` asks for data. A torn or corrupt tail ends the dump with a line
 saying where. An `.index` prints `offset: .. position: ..` per entry, a `.timeindex`
-`timestamp: .. offset: ..`.
+`timestamp: .. offset: ..`, a `.txnindex` (aborted transactions) `version: ..
+producerId: .. firstOffset: .. lastOffset: .. lastStableOffset: ..`. Batch lines say
+`isTransactional` and `isControl`; a transaction marker's record line ends with
+`endTxnMarker: COMMIT|ABORT coordinatorEpoch: ..`, as Kafka's tool prints it.
 """
 
 from __future__ import annotations
@@ -19,22 +22,28 @@ import sys
 from pathlib import Path
 
 from client.protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     RecordError,
     decode_records,
     iter_batches,
+    read_control_marker,
     validate_batch,
 )
 from tools.errors import CliError
 
 _OFFSET_ENTRY = struct.Struct(">II")  # relative offset, position (broker/core/log/index.py)
 _TIME_ENTRY = struct.Struct(">qI")  # timestamp, relative offset
+_TXN_ENTRY = struct.Struct(">hqqqq")  # broker/core/log/txn_index.py
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "dump-log", help="print the batches and records of segment files (as kafka-dump-log)"
     )
-    parser.add_argument("--files", required=True, metavar="F[,F]", help=".log/.index/.timeindex")
+    parser.add_argument(
+        "--files", required=True, metavar="F[,F]", help=".log/.index/.timeindex/.txnindex"
+    )
     parser.add_argument("--print-data-log", action="store_true", help="records with their data")
     parser.add_argument("--deep-iteration", action="store_true", help="records, without data")
     parser.set_defaults(handler=_dump_log)
@@ -59,8 +68,16 @@ def _dump_log(args: argparse.Namespace) -> int:
         elif path.suffix == ".timeindex":
             for timestamp, rel in _entries(data, _TIME_ENTRY):
                 out.write(f"timestamp: {timestamp} offset: {base + rel}\n")
+        elif path.suffix == ".txnindex":
+            usable = len(data) - len(data) % _TXN_ENTRY.size
+            for pos in range(0, usable, _TXN_ENTRY.size):
+                version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)
+                out.write(
+                    f"version: {version} producerId: {pid} firstOffset: {first} "
+                    f"lastOffset: {last} lastStableOffset: {lso}\n"
+                )
         else:
-            raise CliError(f"{path}: not a .log, .index or .timeindex file")
+            raise CliError(f"{path}: not a .log, .index, .timeindex or .txnindex file")
     return 0
 
 
@@ -95,19 +112,35 @@ def dump_segment(data: bytes, base: int, *, deep: bool, data_log: bool = False):
                 f"count: {header.records_count} baseSequence: {header.base_sequence} "
                 f"lastSequence: {last_sequence} "
                 f"producerId: {header.producer_id} producerEpoch: {header.producer_epoch} "
-                f"partitionLeaderEpoch: {header.partition_leader_epoch} isTransactional: false "
-                f"isControl: false position: {position} CreateTime: {header.max_timestamp} "
+                f"partitionLeaderEpoch: {header.partition_leader_epoch} "
+                f"isTransactional: {_flag(header.attributes & ATTR_TRANSACTIONAL)} "
+                f"isControl: {_flag(header.attributes & ATTR_CONTROL)} "
+                f"position: {position} CreateTime: {header.max_timestamp} "
                 f"size: {header.size} magic: {header.magic} "
                 f"compresscodec: {header.codec.name.lower()} crc: {header.crc} isvalid: {valid}\n"
             )
             if deep and valid == "true":
-                for record in decode_records(data[position : position + header.size]):
-                    yield _record_line(record, data_log)
+                batch = data[position : position + header.size]
+                marker = _marker(batch) if header.attributes & ATTR_CONTROL else ""
+                for record in decode_records(batch):
+                    yield _record_line(record, data_log and not marker, marker)
     except RecordError as exc:
         yield f"Found a corrupt or torn tail: {exc}\n"
 
 
-def _record_line(record, data_log: bool) -> str:
+def _flag(bit: int) -> str:
+    return "true" if bit else "false"
+
+
+def _marker(batch: bytes) -> str:
+    try:
+        commit, coordinator_epoch = read_control_marker(batch)
+    except RecordError:
+        return " endTxnMarker: unknown"
+    return f" endTxnMarker: {'COMMIT' if commit else 'ABORT'} coordinatorEpoch: {coordinator_epoch}"
+
+
+def _record_line(record, data_log: bool, marker: str = "") -> str:
     line = (
         f"| offset: {record.offset} CreateTime: {record.timestamp} "
         f"keySize: {-1 if record.key is None else len(record.key)} "
@@ -119,4 +152,4 @@ def _record_line(record, data_log: bool) -> str:
             line += f" key: {record.key.decode('utf-8', errors='replace')}"
         payload = "" if record.value is None else record.value.decode("utf-8", errors="replace")
         line += f" payload: {payload}"
-    return line + "\n"
+    return line + marker + "\n"

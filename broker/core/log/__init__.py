@@ -22,8 +22,11 @@ Modules:
 - `segment.py`: `LogSegment`, one `.log` file with its two indexes;
 - `index.py`: the sparse offset and time indexes;
 - `leader_epoch.py`: the leader-epoch cache (KIP-101/279);
-- `producer_state.py`: idempotent producers' state on one partition, a plain value;
+- `producer_state.py`: idempotent and transactional producers' state on one partition
+  (open transactions, the LSO), a plain value;
 - `producer_snapshots.py`: its `<offset>.snapshot` files;
+- `txn_index.py`: the `.txnindex` of aborted transactions per segment, and how every
+  append path records markers;
 - `checkpoint.py`: the checkpoint files in Kafka's text format, written atomically;
 - `config.py`: per-topic log configuration under Kafka's names; `config_defs.py`: every
   Kafka 2.8 topic config's type, validation and broker synonym; `errors.py`: the

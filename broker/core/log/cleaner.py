@@ -39,6 +39,12 @@ the disk.
    of the group: on disk through the `.cleaned`/`.swap`/`.deleted` protocol, in memory
    at once.
 
+Transactions (Kafka's cleaner): control batches (COMMIT/ABORT markers) are never mapped
+and always kept (they end their transactions for every reader and for recovery); the
+records of aborted transactions (the log's `.txnindex`) are not mapped either, so they
+never hide a committed record with the same key, and are removed; the cleaner manager
+keeps open transactions out of the dirty range.
+
 File operations go through a `FileOps` object (tests inject crashes). Time is `now_ms`.
 """
 
@@ -56,6 +62,8 @@ from broker.core.log.log import Log
 from broker.core.log.segment import BatchPlacement, LogSegment
 from broker.core.log.swap import CLEANED_SUFFIX, FileOps
 from client.protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
     BatchHeader,
@@ -162,6 +170,25 @@ class CleaningJob:
         self._groups: list[_Group] = []
         retention = self.log.config.delete_retention_ms
         self._tombstone_horizon_ms = now_ms - retention
+        # Aborted transactions below the uncleanable offset: producer id -> [(first, last)].
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        for txn in self.log.collect_aborted_transactions(0, self._uncleanable):
+            self._aborted.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset)
+            )
+
+    def _skipped(self, header: BatchHeader) -> bool | None:
+        """None for a batch cleaned as usual; True for a control batch (kept whole, never
+        mapped), False for an aborted transaction's batch (dropped, never mapped)."""
+        attributes = header.attributes
+        if attributes & ATTR_CONTROL:
+            return True
+        if attributes & ATTR_TRANSACTIONAL:
+            base = header.base_offset
+            for first, last in self._aborted.get(header.producer_id, ()):
+                if first <= base <= last:
+                    return False
+        return None
 
     # ------------------------------------------------------------------ driving
 
@@ -301,6 +328,9 @@ class CleaningJob:
             if table and len(table) + header.records_count > self._capacity:
                 full = True
                 break
+            if self._skipped(header) is not None:
+                self._latest_mapped = last
+                continue
             for offset, key in record_keys(batch):
                 if key is not None and offset >= first_dirty:
                     table[key] = offset
@@ -411,6 +441,12 @@ class CleaningJob:
         if base > latest:  # past the map: kept as it is (Kafka's pastLatestOffset)
             self.stats.records_kept += header.records_count
             return batch
+        skipped = self._skipped(header)
+        if skipped is not None:
+            if skipped:
+                self.stats.records_kept += header.records_count
+                return batch
+            return filter_batch(batch, lambda *_: False, keep_empty=last == group_last)
         table = self._map
         first_dirty = self._first_dirty
         expire = self._expired.get(id(segment))

@@ -14,7 +14,8 @@ splits the log in three:
   segment is never cleaned), the high watermark (Kafka 3's "last stable offset": a record
   that may still be truncated away must not make an older one disappear), and the base
   offset of the first dirty segment that holds a record younger than
-  `min.compaction.lag.ms`.
+  `min.compaction.lag.ms`; and the first offset of the earliest transaction still open
+  (its records cannot be judged committed or aborted yet, as Kafka's firstUnstableOffset).
 
 The dirty ratio is dirty bytes / (clean + dirty bytes), counted in whole segments as Kafka
 does. `grab_filthiest_log` picks, among the logs whose ratio is above
@@ -85,6 +86,13 @@ def log_to_clean(
     uncleanable = active.base_offset
     if high_watermark is not None:
         uncleanable = min(uncleanable, high_watermark)
+    state = log.producer_state
+    if high_watermark is not None:
+        first_open = state.first_unstable_offset(high_watermark)
+    else:
+        first_open = state.first_open_offset()
+    if first_open is not None:
+        uncleanable = min(uncleanable, first_open)
     dirty_closed = _overlapping(segments, bases, dirty, active.base_offset)
     if config.min_compaction_lag_ms > 0:
         for segment in dirty_closed:

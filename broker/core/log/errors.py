@@ -68,5 +68,10 @@ class KeylessRecordError(InvalidRecordError):
     place)."""
 
 
+class ControlBatchError(InvalidRecordError):
+    """A client sent a control batch: only the partition leader writes transaction markers
+    (INVALID_RECORD, as Kafka's LogValidator)."""
+
+
 class LogDirLockedError(LogError):
     """Another process (or another LogManager in this one) holds the log dir's lock."""

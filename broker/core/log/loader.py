@@ -17,7 +17,10 @@ How it works, in `LogLoader.load`'s order:
 6. The producer state is rebuilt (`rebuild_producer_state`): the newest readable
    snapshot at or below the log end (`producer_snapshots.py`) plus the batches after
    it. A clean shutdown without snapshots means a log written before producer state
-   existed: no scan. `Log.truncate_to` rebuilds it the same way.
+   existed: no scan. `Log.truncate_to` rebuilds it the same way. The `.txnindex`
+   files (`txn_index.py`) are read first; the replay drops their entries from the
+   snapshot's offset on and indexes again the ABORT markers it meets, so an unclean
+   shutdown or a truncation leaves them matching the log.
 
 The result is a `LoadedLog` from which `Log` is built; nothing here knows `Log`.
 """
@@ -40,6 +43,8 @@ from broker.core.log.producer_snapshots import ProducerSnapshots
 from broker.core.log.producer_state import ProducerStateManager
 from broker.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from broker.core.log.swap import recover_interrupted_swaps
+from broker.core.log.txn_index import TransactionIndexes, record_completed
+from client.protocol.records import is_control, read_control_marker
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT", "LoadedLog", "LogLoader", "rebuild_producer_state"]
 
@@ -58,38 +63,53 @@ class LoadedLog(NamedTuple):
     snapshots: ProducerSnapshots
     epoch_cache: LeaderEpochCache
     producer_state: ProducerStateManager
+    txn_indexes: TransactionIndexes
     log_start_offset: int
     recovery_point: int
 
 
 def rebuild_producer_state(
-    local: LocalLog, snapshots: ProducerSnapshots, log_start_offset: int, end: int
+    local: LocalLog,
+    snapshots: ProducerSnapshots,
+    log_start_offset: int,
+    end: int,
+    indexes: TransactionIndexes,
 ) -> ProducerStateManager:
     """The producer state at `end`: the newest readable snapshot at or below it, then
-    the batches from the snapshot's offset to the LEO."""
+    the batches from the snapshot's offset to the LEO (the aborted-transaction index
+    entries from that offset on are written again by the replay)."""
     state = snapshots.load_newest(end)
     if state is None:
         state = ProducerStateManager(min(log_start_offset, end))
     from_offset = state.map_end_offset
+    indexes.retain(local.bases)
+    indexes.truncate_to(from_offset)
     if from_offset < local.log_end_offset:
-        _replay(local, state, from_offset)
+        _replay(local, state, from_offset, indexes)
     return state
 
 
-def _replay(local: LocalLog, state: ProducerStateManager, from_offset: int) -> None:
+def _replay(
+    local: LocalLog, state: ProducerStateManager, from_offset: int, indexes: TransactionIndexes
+) -> None:
     try:
         for segment in local.segments[local.floor_index(from_offset) :]:
-            position = 0
+            start = 0
             if segment.base_offset < from_offset:
                 found = segment.translate_offset(from_offset)
                 if found is None:
                     continue
-                position = found[0]
-            for _, header in segment.iter_headers(position):
+                start = found[0]
+            for position, header in segment.iter_headers(start):
                 if header.base_offset + header.last_offset_delta < from_offset:
                     continue
                 if header[9] >= 0:
-                    state.update(header)
+                    marker = None
+                    if is_control(header):
+                        marker = read_control_marker(segment.pread(header.size, position))
+                    completed = state.update(header, marker=marker)
+                    if completed is not None:
+                        record_completed(state, indexes, segment.base_offset, completed)
                 state.update_end_offset(header.base_offset + header.last_offset_delta + 1)
     except RecordError as exc:
         logger.warning("Log %s: producer state rebuilt only partly: %s", local.topic_partition, exc)
@@ -162,12 +182,14 @@ class LogLoader:
                 epoch_cache.assign_if_newer(epoch, start)
         epoch_cache.truncate_from_start(start_offset)
         snapshots = ProducerSnapshots(self._dir, str(self._tp))
+        indexes = TransactionIndexes(self._dir)
+        indexes.load(local.bases)
         if had_clean_shutdown and not snapshots.offsets():
             # A clean shutdown always leaves a snapshot; none means a log written before
             # producer state existed, which holds no idempotent batches: skip the scan.
             state = ProducerStateManager(leo)
         else:
-            state = rebuild_producer_state(local, snapshots, start_offset, leo)
+            state = rebuild_producer_state(local, snapshots, start_offset, leo, indexes)
         logger.debug(
             "Loaded log %s: %d segment(s), offsets [%d, %d), recovery point %d",
             self._tp,
@@ -176,7 +198,7 @@ class LogLoader:
             leo,
             recovered_to,
         )
-        return LoadedLog(local, snapshots, epoch_cache, state, start_offset, recovered_to)
+        return LoadedLog(local, snapshots, epoch_cache, state, indexes, start_offset, recovered_to)
 
     def _remove_temp_files(self) -> None:
         names = set(os.listdir(self._dir))

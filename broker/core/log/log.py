@@ -34,6 +34,14 @@ snapshot at or below the new end (`loader.rebuild_producer_state`), so the state
 describes offsets the log no longer holds. Snapshots below the log start offset are
 deleted with the segments.
 
+Transactions: the leader path takes a producer's transactional batches like any other
+(`origin` "client") and refuses control batches from clients (`ControlBatchError`);
+the transaction markers themselves come with `origin` "coordinator" (the
+WriteTxnMarkers handler), are checked by the producer state (`check_marker`) and end the
+producer's transaction. Both paths and recovery record markers the same way: an ABORT
+goes to the `.txnindex` of its segment (`txn_index.py`). `last_stable_offset(hw)` is the
+LSO and `collect_aborted_transactions` what a read_committed fetch answers with.
+
 Truncation works on batch boundaries: `truncate_to(n)` removes the whole batch holding
 offset n, so the LEO afterwards is that batch's base offset (<= n).
 """
@@ -47,7 +55,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from broker.core.log.config import LONG_MAX, LogConfig
-from broker.core.log.errors import LogError, OffsetOutOfRangeError
+from broker.core.log.errors import ControlBatchError, LogError, OffsetOutOfRangeError
 from broker.core.log.flush import LogFlusher, PendingFlush
 from broker.core.log.leader_epoch import LeaderEpochCache
 from broker.core.log.loader import (
@@ -80,6 +88,13 @@ from broker.core.log.retention import (
 )
 from broker.core.log.segment import BatchPlacement, LogSegment
 from broker.core.log.swap import FileOps
+from broker.core.log.txn_index import (
+    AbortedTxn,
+    Records,
+    TransactionIndexes,
+    check_markers,
+    record_batches,
+)
 from broker.core.log.validator import (
     LogAppendInfo,
     append_info,
@@ -125,6 +140,7 @@ class Log:
         self._epoch_cache = loaded.epoch_cache
         self._producer_state = loaded.producer_state
         self._snapshots = loaded.snapshots
+        self._txn_indexes: TransactionIndexes = loaded.txn_indexes
         self._flusher = LogFlusher(local, loaded.epoch_cache, loaded.recovery_point, now_ms)
 
     @classmethod
@@ -218,20 +234,31 @@ class Log:
     # ================================================================== appending
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        now_ms: int,
+        *,
+        origin: str = "client",
     ) -> LogAppendInfo:
         """Validate `records`, give them offsets from the LEO and `leader_epoch`, write.
 
-        Raises CorruptRecordError/InvalidRecordError (bad batch) or RecordTooLargeError;
-        nothing is written then. The caller's buffer is not modified: each batch goes out
-        as a freshly stamped 61-byte header followed by its untouched body.
+        Raises CorruptRecordError/InvalidRecordError (bad batch; ControlBatchError for a
+        client's control batch) or RecordTooLargeError; nothing is written then. With
+        `origin` "coordinator", `records` are transaction markers (ProducerStateError when
+        the producer state refuses one). The caller's buffer is not modified: each batch
+        goes out as a freshly stamped 61-byte header followed by its untouched body.
         """
         self._check_open()
-        headers = validate_batches(records, strict=True)
+        headers = validate_batches(records, strict=origin == "client")
         if not headers:
             return self._empty_append_info()
+        if origin == "coordinator":
+            check_markers(self._producer_state, self._tp, records, headers)
+        elif any(header.attributes & 0x20 for header in headers):
+            raise ControlBatchError(f"{self._tp}: clients may not write control batches")
         idempotent = any(header[9] >= 0 for header in headers)
-        if idempotent:
+        if idempotent and origin == "client":
             duplicate = self._producer_state.check_append(headers)  # ProducerStateError
             if duplicate is not None:
                 return duplicate_info(duplicate, self._log_start_offset)
@@ -259,11 +286,9 @@ class Log:
         info = self._append(
             buffers, headers, placements, size, -1 if append_time is None else append_time, now_ms
         )
-        state = self._producer_state
         if idempotent:
-            for header, placement in zip(headers, placements, strict=True):
-                state.update(header, placement.base_offset)
-        state.update_end_offset(info.last_offset + 1)
+            self._record_producers(records, headers, [p.base_offset for p in placements])
+        self._producer_state.update_end_offset(info.last_offset + 1)
         self._epoch_cache.assign_if_newer(leader_epoch, first_offset)
         if self._flusher.due_after_append(now_ms):
             self.flush(now_ms=now_ms)
@@ -281,11 +306,9 @@ class Log:
             return self._empty_append_info()
         placements = follower_placements(self._tp, headers, self.log_end_offset)
         info = self._append([records], headers, placements, len(records), -1, now_ms)
-        state = self._producer_state
-        for header in headers:
-            if header[9] >= 0:
-                state.update(header)
-        state.update_end_offset(info.last_offset + 1)
+        if any(header[9] >= 0 for header in headers):
+            self._record_producers(records, headers, [h.base_offset for h in headers])
+        self._producer_state.update_end_offset(info.last_offset + 1)
         epoch_cache = self._epoch_cache
         for header in headers:
             epoch_cache.assign_if_newer(header.partition_leader_epoch, header.base_offset)
@@ -309,6 +332,12 @@ class Log:
             self.roll(now_ms, expected_next_offset=info.first_offset)
         local.segments[-1].append(buffers, placements)
         return info
+
+    def _record_producers(
+        self, records: Records, headers: Sequence[BatchHeader], offsets: Sequence[int]
+    ) -> None:
+        base = self._local.segments[-1].base_offset  # one append goes to one segment
+        record_batches(self._producer_state, self._txn_indexes, base, records, headers, offsets)
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, 0, 0, 0, -1, self._log_start_offset)
@@ -396,7 +425,7 @@ class Log:
         new_leo = self.log_end_offset
         self._epoch_cache.truncate_from_end(new_leo)
         self._producer_state = rebuild_producer_state(
-            local, self._snapshots, self._log_start_offset, new_leo
+            local, self._snapshots, self._log_start_offset, new_leo, self._txn_indexes
         )
         self._log_start_offset = min(self._log_start_offset, new_leo)
         self._flusher.truncated(new_leo)
@@ -413,6 +442,7 @@ class Log:
         self._local.truncate_fully_and_start_at(offset, now)
         self._epoch_cache.clear()
         self._snapshots.delete_all()
+        self._txn_indexes.delete_all()
         self._producer_state = ProducerStateManager(offset)
         self._log_start_offset = offset
         self._flusher.restarted_at(offset)
@@ -433,6 +463,7 @@ class Log:
         """
         self._check_open()
         self._local.replace_segments(new, old, ops or FileOps())
+        self._txn_indexes.merge(new.base_offset, [segment.base_offset for segment in old])
 
     # ================================================================== retention
 
@@ -470,6 +501,7 @@ class Log:
         if count == len(local.segments):
             self.roll(now_ms)
         local.delete_oldest(count, why, now_ms)
+        self._txn_indexes.retain(local.bases)
         self._advance_log_start_offset(local.segments[0].base_offset)
         self._snapshots.delete_below(self._log_start_offset)
         return count
@@ -514,6 +546,16 @@ class Log:
         """Forget idempotent producers idle longer than `expiration_ms`
         (transactional.id.expiration.ms); how many went."""
         return self._producer_state.remove_expired(now_ms, expiration_ms)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: below the first open (or not yet replicated) transaction, <= the HW."""
+        return self._producer_state.last_stable_offset(high_watermark)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper) (a read_committed
+        fetch of that range answers with them)."""
+        bases = self._local.bases[self._local.floor_index(fetch_offset) :]
+        return self._txn_indexes.collect(fetch_offset, upper, bases)
 
     def _take_snapshot(self) -> None:
         """Snapshot the producer state at the LEO (`producer_snapshots.py`)."""

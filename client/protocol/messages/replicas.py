@@ -228,8 +228,8 @@ class DescribeLogDirsResponse:
 
 # --- DescribeProducers (61) ----------------------------------------------------------------
 # The idempotent producers a partition's leader keeps state for (KIP-664): each one's
-# epoch, last sequence and last timestamp. No transactions yet: coordinator_epoch and
-# current_txn_start_offset are -1.
+# epoch, last sequence and last timestamp, the coordinator epoch of its last transaction
+# marker and the start offset of its open transaction (-1 when none).
 
 
 @struct

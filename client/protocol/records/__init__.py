@@ -27,7 +27,9 @@ The modules, each depending only on those above it in this list:
 - `kafka_format.py`: Kafka's varint records (aiokafka's codec, loaded on first use):
   their decoders, `build_kafka_batch`, `to_kafka_format`;
 - `batches.py`: readers of either format, dispatching on bit 7: `decode_records`,
-  `decode_batches`, `decode_columns`, `record_entries`, `record_keys`, `filter_batch`.
+  `decode_batches`, `decode_columns`, `record_entries`, `record_keys`, `filter_batch`;
+- `control.py`: transaction markers (COMMIT/ABORT control batches, Kafka's format):
+  `build_control_batch`, `read_control_marker`, `is_control`.
 
 Who uses what: the client calls `build_batch`/`build_column_batch`; the broker
 `validate_batches` and `assign_offsets`/`stamped_header`, then stores the bytes
@@ -45,6 +47,11 @@ from client.protocol.records.batches import (
     record_keys,
 )
 from client.protocol.records.compression import snappy_raw
+from client.protocol.records.control import (
+    build_control_batch,
+    is_control,
+    read_control_marker,
+)
 from client.protocol.records.header import (
     ATTR_CONTROL,
     ATTR_MSGPACK_PAYLOAD,
@@ -114,6 +121,7 @@ __all__ = [
     "assign_offsets",
     "build_batch",
     "build_column_batch",
+    "build_control_batch",
     "build_kafka_batch",
     "decode_batches",
     "decode_columns",
@@ -121,11 +129,13 @@ __all__ = [
     "decode_records",
     "encode_kafka_payload",
     "filter_batch",
+    "is_control",
     "iter_batches",
     "kafka_entries",
     "msgpack_entries",
     "msgpack_entry_tuples",
     "pack_batch",
+    "read_control_marker",
     "read_header",
     "record_entries",
     "record_keys",

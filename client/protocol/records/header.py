@@ -19,7 +19,7 @@ copy-free twin (the new header alone, written before the untouched body).
   their batches with it;
 - `read_header` / `iter_batches` read headers trusting the lengths (no CRC check);
 - `validate_batch` / `validate_batches` check length, magic, CRC and codec (and, on the
-  produce path, the record count and the absence of transactions);
+  produce path, the record count and a transactional batch's producer id and epoch);
 - `assign_offsets` / `stamped_header` give validated batches their offsets and epoch.
 
 Errors are the values of `types.py`: `CorruptRecordError` for damaged bytes,
@@ -247,10 +247,11 @@ def validate_batch(
 
     Checks the length, the magic, the CRC and the codec, for either payload format; with
     `strict` (the produce path) also that the record count matches `last_offset_delta` as
-    a fresh producer batch must, and that the batch is neither transactional nor a control
-    batch (Tributary has no transactions). Without it (replication, recovery) a count
-    below the offset span is accepted, as Kafka's compaction leaves such batches behind.
-    Reads the header only: no records.
+    a fresh producer batch must, and that a transactional batch names its producer (id
+    and epoch). Without it (replication, recovery) a count below the offset span is
+    accepted, as Kafka's compaction leaves such batches behind. Whether a control batch
+    may be appended is the log's decision (only the leader's markers may). Reads the
+    header only: no records.
     """
     available = len(buf) - pos
     if available < BATCH_OVERHEAD:
@@ -271,9 +272,10 @@ def validate_batch(
     attributes = fields[5]
     if attributes & CODEC_MASK not in SUPPORTED_CODECS:
         check_codec(attributes)
-    if strict and attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
-        kind = "control" if attributes & ATTR_CONTROL else "transactional"
-        raise InvalidRecordError(f"{kind} batch at position {pos}: transactions are not supported")
+    if strict and attributes & ATTR_TRANSACTIONAL and (fields[9] < 0 or fields[10] < 0):
+        raise InvalidRecordError(
+            f"transactional batch at position {pos} without a producer id and epoch"
+        )
     count = fields[12]
     span = fields[6] + 1
     if (count < 1 or count != span) if strict else (count < 0 or span < 1 or count > span):
