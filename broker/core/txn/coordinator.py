@@ -352,20 +352,21 @@ class TransactionCoordinator:
             )
         )
 
+    def job_current(self, job: MarkerJob) -> bool:
+        """Whether `job` is still this coordinator's to finish (not unloaded/superseded)."""
+        md = self.state.txns.get(job.transactional_id)
+        preparing = S.PREPARE_COMMIT if job.commit else S.PREPARE_ABORT
+        return (
+            md is not None
+            and self.state.coordinator_epoch(job.transactional_id) == job.coordinator_epoch
+            and (md.producer_id, md.producer_epoch, md.state)
+            == (job.producer_id, job.producer_epoch, preparing)
+        )
+
     def markers_written(self, job: MarkerJob, now_ms: int) -> None:
         """Every marker of `job` is written: complete the transaction."""
         md = self.state.txns.get(job.transactional_id)
-        preparing = S.PREPARE_COMMIT if job.commit else S.PREPARE_ABORT
-        if (
-            md is None
-            or self.state.coordinator_epoch(job.transactional_id) != job.coordinator_epoch
-            or (md.producer_id, md.producer_epoch, md.state)
-            != (
-                job.producer_id,
-                job.producer_epoch,
-                preparing,
-            )
-        ):
+        if md is None or not self.job_current(job):
             self._uncompleted.pop(job.transactional_id, None)
             return  # superseded (unloaded, reloaded, or completed already)
         if md.pending is not None:
