@@ -7,7 +7,9 @@ ZooKeeper gateway, the `TransactionHandlers` (broker/handlers/transactions.py) a
 the request handlers' table, routes InitProducerId with a transactional id and
 FindCoordinator key type 1 to them, and sets the KIP-890 `CoordinatorVerifier`
 (broker/tasks/txn_verifier.py) as the replica manager's `txn_verifier`, which the
-produce path asks before the first transactional batch of a producer on a partition.
+produce path asks before the first transactional batch of a producer on a partition, and
+registers the group coordinator's completion of transactional offset commits in the
+replica manager's `txn_marker_listeners` (called when a marker is appended as leader).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def wire_transactions(server: Any) -> tuple[TxnService, CoordinatorVerifier]:
         handlers.producer_ids,
         offsets_partitions=config["offsets.topic.num.partitions"],
         clock=server.now_ms,
+        groups=server.groups.coordinator,
     )
     handlers.add_handlers(transactions.dispatch())
     handlers.producer_ids.transactional = transactions.init_producer_id
@@ -51,5 +54,9 @@ def wire_transactions(server: Any) -> tuple[TxnService, CoordinatorVerifier]:
         broker_id=server.broker_id,
         connector=server.inter_broker_connect,
     )
-    server.replica_manager.txn_verifier = verifier
+    rm = server.replica_manager
+    rm.txn_verifier = verifier
+    if getattr(rm, "txn_marker_listeners", None) is None:
+        rm.txn_marker_listeners = []  # the log side's list, when this runs without it
+    rm.txn_marker_listeners.append(server.groups.txn_marker_landed)
     return service, verifier

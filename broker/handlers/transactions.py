@@ -1,6 +1,6 @@
 """Request handlers for the transaction APIs: FindCoordinator for a transactional id,
 InitProducerId with a transactional id, AddPartitionsToTxn (and KIP-890's `verify_only`),
-AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions.
+AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions and ListTransactions.
 
 How it works: as the group handlers, each handler turns a message into one call on the
 sans-IO `TransactionCoordinator` (through `TxnService`) before any `await`, and the
@@ -12,7 +12,8 @@ request came in on: the leader of `__transaction_state` partition
 idempotent producers' blocks only when the coordinator needs one. AddPartitionsToTxn
 answers UNKNOWN_TOPIC_OR_PARTITION for partitions the metadata cache does not know and
 OPERATION_NOT_ATTEMPTED for the others of the request, as Kafka does; AddOffsetsToTxn
-adds the group's `__consumer_offsets` partition.
+adds the group's `__consumer_offsets` partition; TxnOffsetCommit goes to the group
+coordinator (`commit_txn_offsets`: pending until the producer's marker).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.core.group.offsets_topic import OFFSETS_TOPIC
+from broker.core.group.coordinator import GroupCoordinator
+from broker.core.group.offsets_topic import OFFSETS_TOPIC, OffsetValue
 from broker.core.group.offsets_topic import partition_for as offsets_partition_for
 from broker.core.metadata_cache import MetadataCache
 from broker.core.txn.metadata import TransactionMetadata
@@ -80,7 +82,9 @@ class TransactionHandlers:
         *,
         offsets_partitions: int,
         clock: Callable[[], int],
+        groups: GroupCoordinator | None = None,
     ) -> None:
+        self.groups = groups
         self.service = service
         self.coordinator = service.coordinator
         self.cache = metadata_cache
@@ -96,6 +100,7 @@ class TransactionHandlers:
             ApiKey.END_TXN: self.end_txn,
             ApiKey.DESCRIBE_TRANSACTIONS: self.describe_transactions,
             ApiKey.LIST_TRANSACTIONS: self.list_transactions,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
         }
 
     # -- FindCoordinator (key type 1) ------------------------------------------------------
@@ -229,6 +234,52 @@ class TransactionHandlers:
             request.producer_id,
             request.producer_epoch,
             request.committed,
+            self.now_ms(),
+            respond,
+        )
+        return reply
+
+    # -- TxnOffsetCommit (through the group coordinator) ----------------------------------
+    async def txn_offset_commit(self, request: m.TxnOffsetCommitRequest) -> Any:
+        offsets = {
+            (t.name, p.partition_index): OffsetValue(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch,
+                metadata=p.committed_metadata or "",
+                commit_timestamp_ms=self.now_ms(),
+            )
+            for t in request.topics
+            for p in t.partitions
+        }
+        reply = Reply()
+
+        def respond(results: dict[tuple[str, int], ErrorCode]) -> None:
+            by_topic: dict[str, list[m.TxnOffsetCommitResponsePartition]] = {}
+            for (topic, partition), code in results.items():
+                by_topic.setdefault(topic, []).append(
+                    m.TxnOffsetCommitResponsePartition(partition_index=partition, error_code=code)
+                )
+            reply.set(
+                m.TxnOffsetCommitResponse(
+                    throttle_time_ms=0,
+                    topics=[
+                        m.TxnOffsetCommitResponseTopic(name=name, partitions=parts)
+                        for name, parts in by_topic.items()
+                    ],
+                )
+            )
+
+        if self.groups is None:
+            respond({tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets})
+            return reply
+        self.groups.commit_txn_offsets(
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+            offsets,
             self.now_ms(),
             respond,
         )

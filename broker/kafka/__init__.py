@@ -24,8 +24,8 @@ version the client asked for.
   DeleteAcls; `translate_sasl.py`: SaslHandshake and SaslAuthenticate, for the
   connection's SASL gate; `translate_users.py`: users' SCRAM credentials
   (DescribeUserScramCredentials, AlterUserScramCredentials); `translate_txn.py`: the
-  transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, Describe/
-  ListTransactions);
+  transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+  Describe/ListTransactions);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 

@@ -1,5 +1,6 @@
 """Kafka's transaction APIs on the Kafka listener: AddPartitionsToTxn 0-3,
-AddOffsetsToTxn 0-3, EndTxn 0-3, DescribeTransactions 0 and ListTransactions 0, to and
+AddOffsetsToTxn 0-3, EndTxn 0-3, TxnOffsetCommit 0-3 (v3: KIP-447's generation, member
+and instance id), DescribeTransactions 0 and ListTransactions 0, to and
 from the native messages (client/protocol/messages/transactions.py) the transaction
 handlers serve. InitProducerId (translate_data.py) and FindCoordinator
 (translate_groups.py) already carry the transactional id and key type 1.
@@ -150,6 +151,77 @@ END_TXN = Translation(
 )
 
 
+# --- TxnOffsetCommit (28) ------------------------------------------------------------------
+
+
+def _txn_offset_commit_to_native(request: Any, header: KafkaHeader) -> m.TxnOffsetCommitRequest:
+    return m.TxnOffsetCommitRequest(
+        transactional_id=request.transactional_id,
+        group_id=request.group_id,
+        producer_id=int(request.producer_id),
+        producer_epoch=int(request.producer_epoch),
+        generation_id=int(getattr(request, "generation_id", -1)),
+        member_id=getattr(request, "member_id", ""),
+        group_instance_id=getattr(request, "group_instance_id", None),
+        topics=[
+            m.TxnOffsetCommitRequestTopic(
+                name=t.name,
+                partitions=[
+                    m.TxnOffsetCommitRequestPartition(
+                        partition_index=int(p.partition_index),
+                        committed_offset=int(p.committed_offset),
+                        committed_leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                        committed_metadata=p.committed_metadata,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+def _txn_offset_commit_result(topics: list[tuple[str, list[tuple[int, int]]]], version: int) -> Any:
+    return _response(
+        ApiKey.TXN_OFFSET_COMMIT,
+        version,
+        topics=[
+            {
+                "name": name,
+                "partitions": [{"partition_index": p, "error_code": code} for p, code in parts],
+            }
+            for name, parts in topics
+        ],
+    )
+
+
+def _txn_offset_commit_from_native(response: m.TxnOffsetCommitResponse, version: int) -> Any:
+    return _txn_offset_commit_result(
+        [
+            (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in response.topics
+        ],
+        version,
+    )
+
+
+def _txn_offset_commit_error(request: Any, version: int, code: int) -> Any:
+    return _txn_offset_commit_result(
+        [(t.name, [(int(p.partition_index), code) for p in t.partitions]) for t in request.topics],
+        version,
+    )
+
+
+TXN_OFFSET_COMMIT = Translation(
+    api_key=ApiKey.TXN_OFFSET_COMMIT,
+    min_version=0,
+    max_version=3,
+    to_native=_txn_offset_commit_to_native,
+    from_native=_txn_offset_commit_from_native,
+    error_response=_txn_offset_commit_error,
+)
+
+
 # --- DescribeTransactions (65) and ListTransactions (66), KIP-664 -------------------------
 
 
@@ -254,6 +326,7 @@ TRANSLATIONS: dict[int, Translation] = {
         ADD_PARTITIONS_TO_TXN,
         ADD_OFFSETS_TO_TXN,
         END_TXN,
+        TXN_OFFSET_COMMIT,
         DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS,
     )

@@ -29,8 +29,8 @@ Data-plane ranges (translate_data.py) and why they stop where they do:
   and transactions; v5 is unreleased in Kafka 2.8/3.x era clients.
 - Transactions (translate_txn.py): AddPartitionsToTxn 0-3 (v4+ is KIP-890's
   broker-to-broker batch, native here), AddOffsetsToTxn 0-3, EndTxn 0-3 (v4+ are
-  KIP-890 part 2's epoch bumps, which the coordinator does not do),
-  DescribeTransactions 0, ListTransactions 0 (KIP-664).
+  KIP-890 part 2's epoch bumps, which the coordinator does not do), TxnOffsetCommit 0-3
+  (v3 is KIP-447's), DescribeTransactions 0, ListTransactions 0 (KIP-664).
 """
 
 from __future__ import annotations

@@ -42,6 +42,60 @@ from client.protocol.types import TopicPartition
 from server_common.zk import ZkError
 
 log = logging.getLogger(__name__)
+CONTROL_COMMIT = 1  # Kafka's ControlRecordType: the key is int16 version, int16 type
+
+
+def transactional_batch(records: list[rec.Record], producer_id: int, producer_epoch: int) -> bytes:
+    """A batch of `records` by the producer with the transactional bit set (sequence 0,
+    as Kafka's coordinator writes TxnOffsetCommit)."""
+    plain = rec.build_batch(
+        records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0
+    )
+    header = rec.read_header(plain)
+    return rec.pack_batch(
+        memoryview(plain)[rec.BATCH_OVERHEAD :],
+        base_offset=header.base_offset,
+        leader_epoch=header.partition_leader_epoch,
+        attributes=header.attributes | rec.ATTR_TRANSACTIONAL,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=header.records_count,
+    )
+
+
+def replay(loader: GroupLoader, data: bytes | memoryview, offset: int) -> int:
+    """Feed the loader the batches of `data` from `offset` on: plain records as they are,
+    transactional ones held until their producer's marker (a control batch); the next
+    offset to read."""
+    view = memoryview(data)
+    for pos, header in rec.iter_batches(view):
+        if header.next_offset <= offset:
+            continue
+        try:
+            records = rec.decode_batches(view[pos : pos + header.size])
+        except rec.InvalidRecordError as exc:
+            log.warning("skipping an unreadable batch at %d: %s", header.base_offset, exc)
+            records = []
+        if header.attributes & rec.ATTR_CONTROL:
+            key = records[0].key if records else None
+            if key is not None and len(key) >= 4:
+                committed = int.from_bytes(key[2:4], "big") == CONTROL_COMMIT
+                loader.marker(header.producer_id, committed)
+        elif header.attributes & rec.ATTR_TRANSACTIONAL:
+            for record in records:
+                if record.offset >= offset:
+                    loader.add_transactional(header.producer_id, record.key, record.value)
+        else:
+            for record in records:
+                if record.offset >= offset:
+                    loader.add(record.key, record.value)
+        offset = max(offset, header.next_offset)
+    return offset
+
 
 LOAD_CHUNK_BYTES = 1 << 20
 IDLE_REAPER_S = 3600.0
@@ -81,7 +135,7 @@ class GroupService:
         self.segment_bytes = offsets_segment_bytes
         self.retention_check_s = retention_check_s
         self.coordinator = GroupCoordinator(
-            config, self._append, wake_at=self._wake_at, events=events
+            config, self._append, wake_at=self._wake_at, events=events, append_txn=self._append_txn
         )
         self._wakeup = trio.Event()
         self._leading: set[int] = set()  # offsets partitions we lead (loading or loaded)
@@ -111,6 +165,41 @@ class GroupService:
             entries={tp: batch},
             respond=respond,
         )
+
+    def _append_txn(
+        self,
+        partition: int,
+        records: Records,
+        producer_id: int,
+        producer_epoch: int,
+        now_ms: int,
+        done: Done,
+    ) -> None:
+        """TxnOffsetCommit's write: a transactional batch of the producer."""
+        batch = transactional_batch(
+            [rec.Record(key=key, value=value, timestamp_ms=now_ms) for key, value in records],
+            producer_id,
+            producer_epoch,
+        )
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+
+        def respond(results: dict[TopicPartition, ProduceResult]) -> None:
+            done(results[tp].error_code, self.now_ms())
+
+        self.rm.append_records(
+            now_ms,
+            acks=-1,
+            timeout_ms=self.coordinator.config.commit_timeout_ms,
+            entries={tp: batch},
+            respond=respond,
+        )
+
+    def txn_marker_landed(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
+        """A `ReplicaManager.txn_marker_listeners` callback: a COMMIT/ABORT marker was
+        appended on a partition this broker leads; on an offsets partition it completes
+        the producer's transactional offset commits."""
+        if tp.topic == OFFSETS_TOPIC:
+            self.coordinator.complete_txn(tp.partition, producer_id, committed, self.now_ms())
 
     def _wake_at(self, deadline_ms: int) -> None:
         self._wakeup.set()
@@ -192,12 +281,7 @@ class GroupService:
                 continue
             if not data:
                 break
-            for record in rec.decode_batches(data):
-                if record.offset >= offset:
-                    loader.add(record.key, record.value)
-                    offset = record.offset + 1
-            for _, header in rec.iter_batches(data):
-                offset = max(offset, header.next_offset)
+            offset = replay(loader, data, offset)
             await trio.lowlevel.checkpoint()
         groups = self.coordinator.finish_loading(p, token, loader, self.now_ms())
         if groups is not None:
