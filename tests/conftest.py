@@ -97,7 +97,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_client_resilience_cli.py": 75,
     "tests/integration/test_operator_admin.py": 70,
     "tests/integration/test_kafka_idempotence.py": 55,
-    "tests/integration/test_txn_coordinator.py": 20,
+    "tests/integration/test_txn_coordinator.py": 45,
     "tests/chaos/test_planted_bug.py": 55,
     "spark": 330,
     "tests/integration/test_kafka_clients.py": 40,

@@ -36,7 +36,7 @@ from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, wait_until
-from tests.integration.test_kafka_clients import kafka_bootstrap
+from tests.integration.test_kafka_clients import kafka_bootstrap, tributary
 from tools.cluster.state import process_alive
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -216,6 +216,27 @@ def test_librdkafka_init_transactions_bumps_epochs_and_fences_the_zombie(cluster
         "PrepareCommit",
         "CompleteCommit",
     )
+
+
+def test_the_transactions_cli_lists_and_describes(cluster):
+    init_transactions(cluster, "tx-cli")
+    coordinator = find_coordinator(cluster, "tx-cli")
+    pid = describe(cluster, coordinator, "tx-cli").producer_id
+    assert add_partitions(cluster, coordinator, "tx-cli", pid, 0) == "none"
+    bootstrap = ["--bootstrap-server", cluster.state.bootstrap_servers]
+    listed = tributary("transactions", "list", "--state", "Ongoing", *bootstrap)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert ["tx-cli", str(coordinator), str(pid), "Ongoing"] in [line.split() for line in lines]
+    described = tributary("transactions", "describe", "--transactional-id", "tx-cli", *bootstrap)
+    assert described.returncode == 0, described.stderr
+    header, row = described.stdout.splitlines()
+    values = dict(zip(header.split(), row.split(), strict=True))
+    assert values["TransactionState"] == "Ongoing" and values["ProducerId"] == str(pid)
+    assert values["TopicPartitions"] == "txn-t-0,txn-t-1"
+    missing = tributary("transactions", "describe", "--transactional-id", "nobody", *bootstrap)
+    assert missing.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
 
 
 def test_the_state_survives_the_coordinators_sigkill(cluster):
