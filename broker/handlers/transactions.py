@@ -136,7 +136,8 @@ class TransactionHandlers:
     async def init_producer_id(self, request: m.InitProducerIdRequest) -> Any:
         tid = request.transactional_id or ""
         new_pid = None
-        if tid and self.coordinator.needs_producer_id(tid):
+        timeout_ok = 0 < request.transaction_timeout_ms <= self.coordinator.config.max_timeout_ms
+        if tid and timeout_ok and self.coordinator.needs_producer_id(tid):
             if self.coordinator.state.status(tid) == ErrorCode.NONE:
                 code, pid = await self.producer_ids.next_producer_id()
                 if code != ErrorCode.NONE:

@@ -11,6 +11,7 @@ import trio
 from broker.core.txn.state_log import TRANSACTION_STATE_TOPIC
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from client.protocol.types import TopicPartition
 from tests.support.cluster import open_test_cluster
 from tests.unit.test_group_broker import ask
 
@@ -163,6 +164,31 @@ async def test_transactions_through_the_brokers_and_a_coordinator_failover(autoj
             await cluster.until(lambda: resent.stats.requests >= 1, "markers resent")
         fenced = await ask(cluster, successor, add("tx", pid, 0))
         assert add_code(fenced) == ErrorCode.PRODUCER_FENCED
+
+
+async def test_the_kip890_verifier_asks_the_coordinator_from_any_broker(autojump_clock):
+    async with open_test_cluster(3, topics={"t": 2}, broker_settings=SETTINGS) as cluster:
+        coordinator = await find_txn_coordinator(cluster, "v")
+        got = await retrying(cluster, coordinator, init("v"))
+        pid = got.producer_id
+        assert (
+            add_code(
+                await retrying(cluster, coordinator, add("v", pid, 0, partitions=[0]), add_code)
+            )
+            == 0
+        )
+        t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+        for broker in cluster.live():  # the coordinator itself, and the others over the network
+            verifier = broker.server.replica_manager.txn_verifier
+            answer = await verifier.verify("v", pid, 0, [t0, t1])
+            assert answer == {t0: ErrorCode.NONE, t1: ErrorCode.INVALID_TXN_STATE}, broker.id
+            fenced = await verifier.verify("v", pid, 1, [t0])
+            assert fenced == {t0: ErrorCode.PRODUCER_FENCED}
+            unknown = await verifier.verify("nobody", 5, 0, [t0])
+            assert unknown[t0] in (
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+            )
 
 
 async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(autojump_clock):
