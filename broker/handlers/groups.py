@@ -240,14 +240,19 @@ class GroupHandlers:
         )
         code, found = self.coordinator.fetch_offsets(request.group_id, wanted)
         by_topic: dict[str, list[m.OffsetFetchResponsePartition]] = {}
+        pending = self.coordinator.txn_offsets
         for (topic, partition), value in sorted(found.items()):
+            if request.require_stable and pending.has_pending(request.group_id, (topic, partition)):
+                value, unstable = None, ErrorCode.UNSTABLE_OFFSET_COMMIT  # KIP-447
+            else:
+                unstable = ErrorCode.NONE
             by_topic.setdefault(topic, []).append(
                 m.OffsetFetchResponsePartition(
                     partition_index=partition,
                     committed_offset=value.offset if value is not None else -1,
                     committed_leader_epoch=value.leader_epoch if value is not None else -1,
                     metadata=value.metadata if value is not None else "",
-                    error_code=ErrorCode.NONE,
+                    error_code=unstable,
                 )
             )
         return m.OffsetFetchResponse(

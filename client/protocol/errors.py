@@ -194,6 +194,11 @@ class ErrorCode(IntEnum):
         False,
         "The broker did not attempt to execute this operation.",
     )
+    UNSTABLE_OFFSET_COMMIT = (
+        88,
+        True,
+        "There are unstable offsets that need to be cleared.",
+    )
     PRODUCER_FENCED = (
         90,
         False,

@@ -7,10 +7,14 @@ a reload of `__consumer_offsets` deciding by the markers in the log (the group s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from broker.core.group import offsets_topic as ot
 from broker.core.group.coordinator import GroupConfig, GroupCoordinator, GroupLoader
+from broker.core.metadata_cache import MetadataCache
+from broker.handlers.groups import GroupHandlers
 from broker.tasks.group_service import replay, transactional_batch
+from client.protocol import messages as m
 from client.protocol import records as rec
 from client.protocol.errors import ErrorCode
 
@@ -153,3 +157,30 @@ def test_reload_decides_by_the_markers_in_the_log():
     assert committed(second, 2) is None and second.txn_offsets.has_pending("g", ("t", 2))
     second.complete_txn(0, 3, True, 5)  # the open one's marker lands on the new coordinator
     assert committed(second, 2) == 30
+
+
+def test_offset_fetch_require_stable_waits_for_the_marker():
+    """KIP-447: a read_committed consumer's OffsetFetch (require_stable) is told
+    UNSTABLE_OFFSET_COMMIT for a partition with a pending transactional commit."""
+    coordinator = coordinator_over(OffsetsPartition())
+    handlers = GroupHandlers(
+        SimpleNamespace(coordinator=coordinator),  # the service: only its coordinator is used
+        MetadataCache(),
+        broker_id=1,
+        clock=lambda: 0,
+    )
+    txn_commit(coordinator, 10)
+
+    def fetch(stable: bool) -> m.OffsetFetchResponsePartition:
+        request = m.OffsetFetchRequest(
+            group_id="g",
+            topics=[m.OffsetFetchTopic(name="t", partition_indexes=[0])],
+            require_stable=stable,
+        )
+        [topic] = handlers.offset_fetch(request).topics
+        return topic.partitions[0]
+
+    assert fetch(True).error_code == ErrorCode.UNSTABLE_OFFSET_COMMIT
+    assert (fetch(False).error_code, fetch(False).committed_offset) == (ErrorCode.NONE, -1)
+    coordinator.complete_txn(0, PID, True, 1)
+    assert (fetch(True).error_code, fetch(True).committed_offset) == (ErrorCode.NONE, 10)
