@@ -77,7 +77,7 @@ def replay(loader: GroupLoader, data: bytes | memoryview, offset: int) -> int:
             continue
         try:
             records = rec.decode_batches(view[pos : pos + header.size])
-        except rec.InvalidRecordError as exc:
+        except rec.RecordError as exc:
             log.warning("skipping an unreadable batch at %d: %s", header.base_offset, exc)
             records = []
         if header.attributes & rec.ATTR_CONTROL:

@@ -98,6 +98,7 @@ def test_timeout_bounded_by_max_and_empty_id_refused():
     )
     assert h.init("a", timeout=0)[0] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
     assert h.init("")[0] == ErrorCode.INVALID_REQUEST
+    assert h.init("x" * 40_000)[0] == ErrorCode.INVALID_REQUEST  # beyond an int16 string
 
 
 def test_a_second_producer_fences_the_zombie_and_aborts_its_transaction():

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 S = TxnState
 NO_PRODUCER_ID = -1
+MAX_ID_BYTES = 32767  # the record format's int16 string length
 InitRespond = Callable[[ErrorCode, int, int], None]
 Respond = Callable[[ErrorCode], None]
 
@@ -123,8 +124,8 @@ class TransactionCoordinator:
         def fail(code: ErrorCode) -> None:
             respond(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
-        if not transactional_id:
-            return fail(ErrorCode.INVALID_REQUEST)
+        if not transactional_id or len(transactional_id.encode()) > MAX_ID_BYTES:
+            return fail(ErrorCode.INVALID_REQUEST)  # Kafka's strings are int16-sized
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return fail(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         code = self.state.status(transactional_id)
