@@ -5,10 +5,15 @@ How it works:
   its one effect, `append`: an acks=all write to a `__consumer_offsets` partition through
   the `ReplicaManager`, answered when the ISR has it (or with the error the coordinator
   maps, e.g. NOT_COORDINATOR after a leader change).
+  TxnOffsetCommit's writes (`_append_txn`) are transactional batches of the producer,
+  numbered after its last batch in the partition's producer state.
 - `leadership_changed()` is called after every LeaderAndIsr and StopReplica: for each
   offsets partition this broker has become leader of, it starts a loader task
   that reads the partition from its log start in bounded chunks, yielding between them,
-  and installs the groups; partitions it no longer leads are unloaded at once.
+  and installs the groups (`replay`: a transactional batch's offsets count once its
+  producer's COMMIT marker is read); partitions it no longer leads are unloaded at once.
+- `txn_marker_landed` (in the replica manager's `txn_marker_listeners`) completes the
+  transactional offset commits of a producer whose marker lands on an offsets partition.
 - `reaper` expires the coordinator's delayed joins and heartbeats (woken early by the
   purgatories' `wake_at`); `offsets_expirer` runs `offsets.retention.check.interval.ms`.
 - `ensure_offsets_topic()` creates `__consumer_offsets` on first use (FindCoordinator):
@@ -34,6 +39,7 @@ from broker.core.group.coordinator import (
     Records,
 )
 from broker.core.group.offsets_topic import OFFSETS_TOPIC
+from broker.core.log.producer_state import increment_sequence
 from broker.core.rack_assignment import choose_assignment
 from broker.core.replica_manager import ReplicaManager
 from broker.zookeeper.gateway import BrokerZkGateway
@@ -45,11 +51,15 @@ log = logging.getLogger(__name__)
 CONTROL_COMMIT = 1  # Kafka's ControlRecordType: the key is int16 version, int16 type
 
 
-def transactional_batch(records: list[rec.Record], producer_id: int, producer_epoch: int) -> bytes:
-    """A batch of `records` by the producer with the transactional bit set (sequence 0,
-    as Kafka's coordinator writes TxnOffsetCommit)."""
+def transactional_batch(
+    records: list[rec.Record], producer_id: int, producer_epoch: int, base_sequence: int = 0
+) -> bytes:
+    """A batch of `records` by the producer with the transactional bit set."""
     plain = rec.build_batch(
-        records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0
+        records,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
     )
     header = rec.read_header(plain)
     return rec.pack_batch(
@@ -175,13 +185,17 @@ class GroupService:
         now_ms: int,
         done: Done,
     ) -> None:
-        """TxnOffsetCommit's write: a transactional batch of the producer."""
+        """TxnOffsetCommit's write: a transactional batch of the producer, numbered after
+        the last batch of the producer's epoch in this partition's producer state (Kafka
+        skips the sequence check for its coordinators' writes; here they pass it, so a
+        second commit of one epoch is not taken for a duplicate of the first)."""
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
         batch = transactional_batch(
             [rec.Record(key=key, value=value, timestamp_ms=now_ms) for key, value in records],
             producer_id,
             producer_epoch,
+            self._next_sequence(tp, producer_id, producer_epoch),
         )
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
 
         def respond(results: dict[TopicPartition, ProduceResult]) -> None:
             done(results[tp].error_code, self.now_ms())
@@ -193,6 +207,14 @@ class GroupService:
             entries={tp: batch},
             respond=respond,
         )
+
+    def _next_sequence(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> int:
+        partition = self.rm.get_partition(tp)
+        log_ = partition.log if partition is not None else None
+        entry = log_.producer_state.entry(producer_id) if log_ is not None else None
+        if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
+            return 0
+        return increment_sequence(entry.last_seq, 1)
 
     def txn_marker_landed(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
         """A `ReplicaManager.txn_marker_listeners` callback: a COMMIT/ABORT marker was

@@ -6,14 +6,17 @@ state survives the loss of the coordinator's broker."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from broker.core.txn.state_log import TRANSACTION_STATE_TOPIC
+from broker.kafka import versions
 from client.protocol import messages as m
+from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from tests.support.cluster import open_test_cluster
-from tests.unit.test_group_broker import ask
+from tests.unit.test_group_broker import ask, find_coordinator
 
 SETTINGS = {
     "transaction.state.log.num.partitions": "3",
@@ -205,3 +208,80 @@ async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(autoju
             transactional_id="slow", producer_id=pid, producer_epoch=0, committed=True
         )
         assert (await ask(cluster, coordinator, end)).error_code == ErrorCode.PRODUCER_FENCED
+
+
+@pytest.mark.skipif(
+    ApiKey.WRITE_TXN_MARKERS not in versions.supported(),
+    reason="partition leaders cannot write transaction markers yet (the log side of issue 28)",
+)
+async def test_transactional_offsets_become_visible_with_the_commit(autojump_clock):
+    async with open_test_cluster(3, topics={"t": 2}, broker_settings=SETTINGS) as cluster:
+        coordinator = await find_txn_coordinator(cluster, "ctp")
+        got = await retrying(cluster, coordinator, init("ctp"))
+        pid = got.producer_id
+        added = await retrying(
+            cluster,
+            coordinator,
+            m.AddOffsetsToTxnRequest(
+                transactional_id="ctp", producer_id=pid, producer_epoch=0, group_id="g"
+            ),
+        )
+        assert added.error_code == ErrorCode.NONE
+        group_coordinator = await find_coordinator(cluster, "g")
+
+        def commit(partition: int, offset: int) -> m.TxnOffsetCommitRequest:
+            return m.TxnOffsetCommitRequest(
+                transactional_id="ctp",
+                group_id="g",
+                producer_id=pid,
+                producer_epoch=0,
+                topics=[
+                    m.TxnOffsetCommitRequestTopic(
+                        name="t",
+                        partitions=[
+                            m.TxnOffsetCommitRequestPartition(
+                                partition_index=partition, committed_offset=offset
+                            )
+                        ],
+                    )
+                ],
+            )
+
+        def code_of(answer: m.TxnOffsetCommitResponse) -> ErrorCode:
+            return ErrorCode(answer.topics[0].partitions[0].error_code)
+
+        for partition, offset in ((0, 5), (1, 7)):  # two writes of one producer and epoch
+            answer = await retrying(
+                cluster, group_coordinator.node_id, commit(partition, offset), code_of
+            )
+            assert code_of(answer) == ErrorCode.NONE
+
+        fetch = m.OffsetFetchRequest(
+            group_id="g",
+            topics=[m.OffsetFetchTopic(name="t", partition_indexes=[0, 1])],
+            require_stable=True,
+        )
+        pending = await ask(cluster, group_coordinator.node_id, fetch)
+        assert {p.error_code for p in pending.topics[0].partitions} == {
+            ErrorCode.UNSTABLE_OFFSET_COMMIT
+        }
+        end = m.EndTxnRequest(
+            transactional_id="ctp", producer_id=pid, producer_epoch=0, committed=True
+        )
+        assert (await ask(cluster, coordinator, end)).error_code == ErrorCode.NONE
+        for _ in range(300):
+            fetched = await ask(cluster, group_coordinator.node_id, fetch)
+            offsets = {p.partition_index: p.committed_offset for p in fetched.topics[0].partitions}
+            if offsets == {0: 5, 1: 7}:
+                break
+            await trio.sleep(0.1)
+        assert offsets == {0: 5, 1: 7}
+        await cluster.until(
+            lambda: (
+                cluster.brokers[coordinator]
+                .server.transactions.coordinator.describe("ctp")[1]
+                .state.display
+                == "CompleteCommit"
+            ),
+            "the transaction completes",
+        )
