@@ -276,12 +276,10 @@ async def test_transactional_offsets_become_visible_with_the_commit(autojump_clo
                 break
             await trio.sleep(0.1)
         assert offsets == {0: 5, 1: 7}
-        await cluster.until(
-            lambda: (
-                cluster.brokers[coordinator]
-                .server.transactions.coordinator.describe("ctp")[1]
-                .state.display
-                == "CompleteCommit"
-            ),
-            "the transaction completes",
-        )
+        txns = cluster.brokers[coordinator].server.transactions.coordinator
+
+        def completed() -> bool:
+            md = txns.describe("ctp")[1]
+            return md is not None and md.state.display == "CompleteCommit"
+
+        await cluster.until(completed, "the transaction completes")
