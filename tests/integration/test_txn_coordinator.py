@@ -271,6 +271,7 @@ def test_librdkafka_commits_and_aborts_end_to_end(cluster):
     producer.begin_transaction()
     for i in range(10):
         producer.produce("txn-t", f"a-{i}".encode(), partition=i % 2)
+    assert producer.flush(60) == 0  # written to the log (else abort just drops them unsent)
     producer.abort_transaction(60)
     consumer = confluent_kafka.Consumer(
         {

@@ -124,7 +124,8 @@ async def test_transactions_through_the_brokers_and_a_coordinator_failover(autoj
         )
         assert (await ask(cluster, coordinator, end)).error_code == ErrorCode.PRODUCER_FENCED
         sender = cluster.brokers[coordinator].server.transactions.markers
-        await cluster.until(lambda: sender.stats.requests >= 3, "marker requests retried")
+        # Retried while no leader can write them; written at once where they can.
+        await cluster.until(lambda: sender.stats.requests >= 1, "marker requests sent")
 
         # Another producer commits: PrepareCommit, then markers to the leaders.
         coordinator2 = await find_txn_coordinator(cluster, "tx2")
