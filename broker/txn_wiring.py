@@ -6,10 +6,11 @@ How it works: `wire_transactions(server)` builds the `TxnService`
 ZooKeeper gateway, the `TransactionHandlers` (broker/handlers/transactions.py) added to
 the request handlers' table, routes InitProducerId with a transactional id and
 FindCoordinator key type 1 to them, and sets the KIP-890 `CoordinatorVerifier`
-(broker/tasks/txn_verifier.py) as the replica manager's `txn_verifier`, which the
-produce path asks before the first transactional batch of a producer on a partition, and
-registers the group coordinator's completion of transactional offset commits in the
-replica manager's `txn_marker_listeners` (called when a marker is appended as leader).
+(broker/tasks/txn_verifier.py) as the replica manager's `txn_verifier` (unless
+`transaction.partition.verification.enable` is false), which the produce path asks
+before the first transactional batch of a producer on a partition, and registers the
+group coordinator's completion of transactional offset commits in the replica manager's
+`txn_marker_listeners` (called when a marker is appended as leader).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def wire_transactions(server: Any) -> tuple[TxnService, CoordinatorVerifier]:
         connector=server.inter_broker_connect,
     )
     rm = server.replica_manager
-    rm.txn_verifier = verifier
+    if config["transaction.partition.verification.enable"]:
+        rm.txn_verifier = verifier  # else the log side's default (every batch allowed)
     if getattr(rm, "txn_marker_listeners", None) is None:
         rm.txn_marker_listeners = []  # the log side's list, when this runs without it
     rm.txn_marker_listeners.append(server.groups.txn_marker_landed)

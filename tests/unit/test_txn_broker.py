@@ -11,6 +11,7 @@ import trio
 
 from broker.core.txn.state_log import TRANSACTION_STATE_TOPIC
 from broker.kafka import versions
+from broker.tasks.txn_verifier import CoordinatorVerifier
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
@@ -284,3 +285,10 @@ async def test_transactional_offsets_become_visible_with_the_commit(autojump_clo
             return md is not None and md.state.display == "CompleteCommit"
 
         await cluster.until(completed, "the transaction completes")
+
+
+async def test_verification_can_be_turned_off(autojump_clock):
+    settings = {**SETTINGS, "transaction.partition.verification.enable": "false"}
+    async with open_test_cluster(1, broker_settings=settings) as cluster:
+        rm = cluster.brokers[1].server.replica_manager
+        assert not isinstance(getattr(rm, "txn_verifier", None), CoordinatorVerifier)

@@ -65,6 +65,13 @@ TXN_CONFIG_KEYS = [
         at_least(1),
     ),
     ConfigKey(
+        "transaction.partition.verification.enable",
+        "bool",
+        True,
+        "KIP-890: partition leaders verify a producer's first transactional batch with the "
+        "transaction coordinator before appending it (Kafka 3.6+'s name and default)",
+    ),
+    ConfigKey(
         "transaction.state.log.load.buffer.size",
         "int",
         5 * 1024 * 1024,
