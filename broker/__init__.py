@@ -3,7 +3,7 @@
 Map (ARCHITECTURE.md walks a produce request and an ISR shrink through it):
 - `core/`: the log store (`core/log/`), partitions, replicas, ISR states, purgatories,
   delayed produce and fetch, follower fetch state, the replica manager, the metadata
-  cache, the group coordinator: pure, driven by `now_ms` and callbacks;
+  cache, the group and transaction coordinators: pure, driven by `now_ms` and callbacks;
 - `handlers/`: the request handlers, one module per family of requests (data plane,
   metadata, controller requests, log dirs, topics, configs, elections, reassignments,
   groups) and `RequestHandlers`, the one dispatch every connection calls;
@@ -21,7 +21,8 @@ Map (ARCHITECTURE.md walks a produce request and an ISR shrink through it):
   `broker_metrics.py`: the broker's metrics, registered in one place;
   `listener_sasl.py`: the SASL listeners' mechanisms and the broker's own credentials,
   from their JAAS configs; `client_bounds.py`: the connection counts, connection
-  creation rate and request memory pools that bound the listeners.
+  creation rate and request memory pools that bound the listeners; `txn_wiring.py`: the
+  transaction coordinator wired into a broker (service, handlers, KIP-890 verifier).
 
 The broker imports `server_common` and `client`; never `controller`, `tools` or `spark`.
 """

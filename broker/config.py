@@ -27,6 +27,7 @@ from broker.core.log.config_defs import COMPRESSION_TYPES, LATEST_MESSAGE_FORMAT
 from broker.core.log.errors import ConfigError as LogConfigError
 from broker.core.replica_manager import ReplicationConfig
 from broker.core.replica_selector import SELECTOR_CHOICES, parse_selector
+from broker.core.txn.config import TXN_CONFIG_KEYS
 from server_common.connection_limits import NO_LIMIT, parse_overrides
 from server_common.jsonl import ROTATION_CONFIG_KEYS
 from server_common.properties import (
@@ -301,6 +302,7 @@ BROKER_CONFIG = ConfigDef(
         ),
         *ROTATION_CONFIG_KEYS,
         *SECURITY_CONFIG_KEYS,
+        *TXN_CONFIG_KEYS,
         # -- log cleaner (compaction) ---------------------------------------------------
         ConfigKey("log.cleaner.enable", "bool", True, "run the log cleaner for compact topics"),
         ConfigKey(

@@ -29,7 +29,9 @@ How it works: `BrokerServer` builds the parts, each with only the collaborators 
   cleaner (tasks/log_cleaner.py) that compacts `compact` topics, and the scrubber
   (tasks/log_scrubber.py) that checks closed segments' CRCs and repairs damaged batches;
 - `GroupService` (tasks/group_service.py) and `GroupHandlers` (handlers/groups.py): the
-  consumer group coordinator for the `__consumer_offsets` partitions this broker leads.
+  consumer group coordinator for the `__consumer_offsets` partitions this broker leads;
+- the transaction coordinator (txn_wiring.py: tasks/txn_service.py and
+  handlers/transactions.py) for the `__transaction_state` partitions it leads.
 
 `run()` connects to ZooKeeper, opens the log directory, binds every listener (through a
 `Transport`: TCP, or an in-process test cluster's memory network), registers, starts the
@@ -76,6 +78,7 @@ from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
 from broker.tasks.log_cleaner import CleanerSettings, LogCleanerTask
 from broker.tasks.log_scrubber import LogScrubber
+from broker.txn_wiring import wire_transactions
 from broker.zookeeper.acls import AclStore
 from broker.zookeeper.broker_configs import BrokerConfigs
 from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_shutdown
@@ -279,6 +282,7 @@ class BrokerServer:
                 socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000,
             )
         )
+        self.transactions, self.txn_verifier = wire_transactions(self)
         self.request_observer = register_broker_metrics(
             self.metrics,
             self.replica_manager,
@@ -320,6 +324,7 @@ class BrokerServer:
         coordinator loads or unloads the offsets partitions it gained or lost."""
         self.fetchers.reconcile()
         self.groups.leadership_changed()
+        self.transactions.leadership_changed()
 
     def close_storage(self) -> None:
         if getattr(self, "groups", None) is not None:
@@ -395,6 +400,8 @@ class BrokerServer:
                 nursery.start_soon(self._serve, listeners, serving)
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.groups.run)
+                await nursery.start(self.transactions.run)
+                await nursery.start(self.txn_verifier.run)
                 self.background.start_all(nursery)
                 await nursery.start(self.topic_configs.watch_changes)  # dynamic topic configs
                 # Again, now that the watcher runs: a change between the two loads is seen.

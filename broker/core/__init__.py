@@ -9,6 +9,7 @@ Map:
 - `log/`: the segmented log store (Log, LocalLog, LogLoader, segments, indexes, leader
   epochs, producer state, LogManager, the cleaner);
 - `group/`: the group coordinator (membership, rebalances, committed offsets);
+- `txn/`: the transaction coordinator (transactional ids, their states, markers to write);
 - `replica_manager.py`: `ReplicaManager`, every hosted partition and the purgatories:
   produce, fetch, DeleteRecords, ListOffsets, ISR maintenance;
 - `role_changes.py`: LeaderAndIsr and StopReplica applied to the replicas;

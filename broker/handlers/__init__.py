@@ -38,11 +38,16 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
   ListPartitionReassignments; both write the /admin znodes the controller watches;
 - `groups.py`: the consumer group APIs (`GROUP_APIS`), over the group coordinator
   (broker/tasks/group_service.py);
+- `transactions.py`: the transaction APIs (InitProducerId with a transactional id,
+  FindCoordinator key type 1, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, Describe/
+  ListTransactions) over the transaction coordinator (broker/tasks/txn_service.py), added
+  to the table by broker/txn_wiring.py;
 - `acls.py`: DescribeAcls, CreateAcls, DeleteAcls over the ACLs in ZooKeeper;
 - `authorization.py`: with an authorizer configured, every request is checked before
   its handler runs (Kafka 2.8 KafkaApis' operations), with `authorization_check.py`
   (the request's principal and host, the ways to answer a refusal) and
-  `authorization_groups.py` (the group APIs' rules);
+  `authorization_groups.py` (the group APIs' rules) and `authorization_transactions.py`
+  (the transaction APIs');
 - `metadata_changes.py`: waiting until the metadata cache shows a state (the admin
   handlers wait for leaders, deletions, elections).
 """
@@ -176,6 +181,10 @@ class RequestHandlers:
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.users.describe_user_scram_credentials,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.users.alter_user_scram_credentials,
         }
+
+    def add_handlers(self, handlers: dict[int, Callable[[Any], Awaitable[object]]]) -> None:
+        """Serve more APIs (a family wired after construction: the transaction APIs)."""
+        self._dispatch.update(handlers)
 
     async def handle(self, header: RequestHeader, request: Any, listener: str | None = None) -> Any:
         """Serve one request that arrived through `listener` (None: any/unknown), once

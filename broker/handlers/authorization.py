@@ -66,6 +66,7 @@ from broker.handlers.authorization_check import (
     then,
 )
 from broker.handlers.authorization_groups import GROUP_RULES
+from broker.handlers.authorization_transactions import TXN_RULES
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
@@ -582,4 +583,5 @@ _RULES: dict[int, Callable[[Check, Any, Call], Awaitable[Any]]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: cluster(Op.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: cluster(Op.ALTER),
     **GROUP_RULES,
+    **TXN_RULES,
 }

@@ -10,25 +10,18 @@ the coordinator's callback fills. FindCoordinator is answered from the metadata 
 on the listener the request came in on, creating `__consumer_offsets` on first use.
 The client's host (DescribeGroups shows it) comes from the connection.
 
-FindCoordinator for a transactional id (key type 1) is refused until Tributary has a
-transaction coordinator, with CLUSTER_AUTHORIZATION_FAILED and a message saying that
-transactions are not supported. Kafka 2.8 has no "feature missing" answer to copy (its
-handleFindCoordinatorRequest only refuses an unauthorized key, or answers
-COORDINATOR_NOT_AVAILABLE while the topic is missing), so the code is the one clients
-stop on at once: librdkafka (confluent-kafka, kcat) retries every other error of its
-transaction-coordinator lookup until init_transactions times out (a retriable _TIMED_OUT
-that says nothing of why; COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST and
-UNSUPPORTED_VERSION all end that way) and fails for good, printing the broker's message,
-on TRANSACTIONAL_ID_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED. Of these two
-the cluster-wide refusal is the true one (no transactional id would do), and Kafka's Java
-producer reports it with the message too ("unexpected error: ..."), where it would
-replace it with "Transactional Id authorization failed." for the other. Any other key
-type is an INVALID_REQUEST, as in Kafka.
+FindCoordinator for a transactional id (key type 1) goes to
+`find_transaction_coordinator` (the transaction handlers, set by broker/txn_wiring.py).
+Without one it is refused with CLUSTER_AUTHORIZATION_FAILED and a message saying that
+transactions are not supported: librdkafka retries every other error of its
+transaction-coordinator lookup until init_transactions times out, and stops at once,
+printing the broker's message, on this one. Any other key type is an INVALID_REQUEST, as
+in Kafka.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.core.group.coordinator import JoinRequest, describe
@@ -79,6 +72,10 @@ class GroupHandlers:
         self.cache = metadata_cache
         self.broker_id = broker_id
         self.now_ms = clock
+        self.find_transaction_coordinator: (
+            Callable[[m.FindCoordinatorRequest, str | None], Awaitable[m.FindCoordinatorResponse]]
+            | None
+        ) = None
         # API key -> handler(request) for the group APIs answered without waiting (the
         # request is that API's message: its type follows from the key).
         self._answer_now: dict[int, Callable[[Any], object]] = {
@@ -117,6 +114,8 @@ class GroupHandlers:
             )
 
         if request.key_type == TRANSACTION_KEY_TYPE:
+            if self.find_transaction_coordinator is not None:
+                return await self.find_transaction_coordinator(request, listener)
             return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, NO_TRANSACTIONS)
         if request.key_type != GROUP_KEY_TYPE:
             return answer(
@@ -241,14 +240,19 @@ class GroupHandlers:
         )
         code, found = self.coordinator.fetch_offsets(request.group_id, wanted)
         by_topic: dict[str, list[m.OffsetFetchResponsePartition]] = {}
+        pending = self.coordinator.txn_offsets
         for (topic, partition), value in sorted(found.items()):
+            if request.require_stable and pending.has_pending(request.group_id, (topic, partition)):
+                value, unstable = None, ErrorCode.UNSTABLE_OFFSET_COMMIT  # KIP-447
+            else:
+                unstable = ErrorCode.NONE
             by_topic.setdefault(topic, []).append(
                 m.OffsetFetchResponsePartition(
                     partition_index=partition,
                     committed_offset=value.offset if value is not None else -1,
                     committed_leader_epoch=value.leader_epoch if value is not None else -1,
                     metadata=value.metadata if value is not None else "",
-                    error_code=ErrorCode.NONE,
+                    error_code=unstable,
                 )
             )
         return m.OffsetFetchResponse(

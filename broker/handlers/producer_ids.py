@@ -5,12 +5,15 @@ the block this broker holds; when it runs out, the handler claims the next block
 1000 from /latest_producer_id_block with a conditional set
 (`BrokerZkGateway.claim_producer_id_block`), one claim at a time under a lock, so two
 requests never claim two blocks. ZooKeeper being unreachable is answered
-COORDINATOR_NOT_AVAILABLE (the producer retries).
+COORDINATOR_NOT_AVAILABLE (the producer retries). A request with a transactional id goes
+to `transactional` (the transaction coordinator's handler, set when it is wired), which
+takes its new producer ids from `next_producer_id`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -30,11 +33,14 @@ class ProducerIdHandlers:
         self.identity = identity
         self._producer_ids = ProducerIdGenerator()
         self._producer_id_lock = trio.Lock()
+        self.transactional: (
+            Callable[[m.InitProducerIdRequest], Awaitable[m.InitProducerIdResponse]] | None
+        ) = None
 
     async def init_producer_id(self, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
         """A new producer id at epoch 0 (Kafka 2.8 without a transactional id: a producer
-        asking to bump its epoch also gets a fresh id). Transactions are not supported:
-        a transactional id is refused."""
+        asking to bump its epoch also gets a fresh id); with a transactional id, the
+        transaction coordinator's answer."""
 
         def answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> m.InitProducerIdResponse:
             return m.InitProducerIdResponse(
@@ -42,7 +48,14 @@ class ProducerIdHandlers:
             )
 
         if request.transactional_id is not None:
-            return answer(ErrorCode.INVALID_REQUEST)
+            if self.transactional is None:
+                return answer(ErrorCode.INVALID_REQUEST)
+            return await self.transactional(request)
+        code, pid = await self.next_producer_id()
+        return answer(code, pid, 0 if code == ErrorCode.NONE else -1)
+
+    async def next_producer_id(self) -> tuple[ErrorCode, int]:
+        """(NONE, a new producer id), or the error to answer and -1."""
         async with self._producer_id_lock:
             if self._producer_ids.needs_block:
                 try:
@@ -51,9 +64,9 @@ class ProducerIdHandlers:
                     )
                 except ZkError as exc:
                     log.warning("could not claim a producer id block: %s", exc)
-                    return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
                 except ProducerIdBlockError as exc:
                     log.error("could not claim a producer id block: %s", exc)
-                    return answer(ErrorCode.UNKNOWN_SERVER_ERROR)
+                    return ErrorCode.UNKNOWN_SERVER_ERROR, -1
                 self._producer_ids.use_block(block)
-            return answer(ErrorCode.NONE, self._producer_ids.next_id(), 0)
+            return ErrorCode.NONE, self._producer_ids.next_id()

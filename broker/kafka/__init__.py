@@ -23,8 +23,10 @@ version the client asked for.
   `translate_groups.py`: the group APIs; `translate_acls.py`: DescribeAcls, CreateAcls,
   DeleteAcls; `translate_sasl.py`: SaslHandshake and SaslAuthenticate, for the
   connection's SASL gate; `translate_users.py`: users' SCRAM credentials
-  (DescribeUserScramCredentials, AlterUserScramCredentials);
-  `translate_txn_markers.py`: WriteTxnMarkers (the transaction coordinator's markers);
+  (DescribeUserScramCredentials, AlterUserScramCredentials); `translate_txn.py`: the
+  transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+  Describe/ListTransactions); `translate_txn_markers.py`: WriteTxnMarkers (the
+  transaction coordinator's markers);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 

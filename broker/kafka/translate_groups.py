@@ -29,8 +29,8 @@ where a newer version promises something the native side does not do):
   does; v10 names topics by id, which Tributary does not have.
 - OffsetFetch 2-8: v1 puts coordinator errors on each partition, which the native answer
   does not list; v8 batches several groups in one request (KIP-709), one native request
-  per group; v9 is KIP-848's member epoch. v7's require_stable holds trivially (no
-  transactions, so no pending offsets).
+  per group; v9 is KIP-848's member epoch. v7's require_stable answers a partition with a
+  transactional commit still pending UNSTABLE_OFFSET_COMMIT (KIP-447).
 - OffsetDelete 0 (KIP-496): one to one; a group-level error answers no partition, as
   Kafka's does.
 - ListGroups 0-5: v5's types_filter keeps only "classic" groups (all ours are).
@@ -380,19 +380,24 @@ def offset_commit_error(request: Any, version: int, code: int) -> Any:
 # --- OffsetFetch (9) ------------------------------------------------------------------------
 
 
-def _offset_fetch_of_group(group_id: str, topics: Any) -> m.OffsetFetchRequest:
+def _offset_fetch_of_group(
+    group_id: str, topics: Any, require_stable: bool = False
+) -> m.OffsetFetchRequest:
     if topics is not None:
         topics = [
             m.OffsetFetchTopic(name=t.name, partition_indexes=list(t.partition_indexes))
             for t in topics
         ]
-    return m.OffsetFetchRequest(group_id=group_id, topics=topics)
+    return m.OffsetFetchRequest(group_id=group_id, topics=topics, require_stable=require_stable)
 
 
 def offset_fetch_to_native(request: Any, header: KafkaHeader) -> m.OffsetFetchRequest | NativeBatch:
+    stable = bool(getattr(request, "require_stable", False))
     if header.api_version >= OFFSET_FETCH_BATCHED:
-        return NativeBatch([_offset_fetch_of_group(g.group_id, g.topics) for g in request.groups])
-    return _offset_fetch_of_group(request.group_id, request.topics)
+        return NativeBatch(
+            [_offset_fetch_of_group(g.group_id, g.topics, stable) for g in request.groups]
+        )
+    return _offset_fetch_of_group(request.group_id, request.topics, stable)
 
 
 def _fetched_topics(response: m.OffsetFetchResponse) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 what the decoder accepts.
 
 How it works: every translate module (translate_data.py, translate_admin.py,
-translate_configs.py, translate_groups.py, translate_users.py, translate_sasl.py)
+translate_configs.py, translate_groups.py, translate_users.py, translate_sasl.py,
+translate_txn.py)
 exposes `TRANSLATIONS: dict[int, Translation]`, each entry with the version range its
 functions translate correctly; none of them imports this module.
 `translations()` merges them with ApiVersions' own translation (here: its answer is the
@@ -25,8 +26,12 @@ Data-plane ranges (translate_data.py) and why they stop where they do:
 - OffsetForLeaderEpoch 2-4, ApiVersions 0-3 (here); DescribeAcls, CreateAcls and
   DeleteAcls 1-3 (translate_acls.py).
 - WriteTxnMarkers 1 (translate_txn_markers.py): kio has no v0; v2 is KIP-890 part 2.
-- InitProducerId 0-4: every version librdkafka and the Java client use for idempotence;
-  v5 is unreleased in Kafka 2.8/3.x era clients.
+- InitProducerId 0-4: every version librdkafka and the Java client use for idempotence
+  and transactions; v5 is unreleased in Kafka 2.8/3.x era clients.
+- Transactions (translate_txn.py): AddPartitionsToTxn 0-3 (v4+ is KIP-890's
+  broker-to-broker batch, native here), AddOffsetsToTxn 0-3, EndTxn 0-3 (v4+ are
+  KIP-890 part 2's epoch bumps, which the coordinator does not do), TxnOffsetCommit 0-3
+  (v3 is KIP-447's), DescribeTransactions 0, ListTransactions 0 (KIP-664).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from broker.kafka import (
     translate_replicas,
     translate_sasl,
     translate_txn_markers,
+    translate_txn,
     translate_users,
 )
 from broker.kafka.translation import (
@@ -97,6 +103,7 @@ def translations() -> dict[int, Translation]:
         translate_sasl,
         translate_users,
         translate_txn_markers,
+        translate_txn,
     ):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:

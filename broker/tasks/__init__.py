@@ -14,5 +14,11 @@ holds replication state of its own. broker/server.py starts them all in its nurs
   the repair of damaged batches (also on demand, for VerifyLogDirs);
 - `group_service.py`: `GroupService`, the group coordinator's shell: loading the
   `__consumer_offsets` partitions this broker leads, its timers, its acks=all writes, and
-  creating the offsets topic on first use.
+  creating the offsets topic on first use;
+- `txn_service.py`: `TxnService`, the transaction coordinator's shell: loading the
+  `__transaction_state` partitions this broker leads, its timers, its acks=all writes,
+  creating the topic on first use; `txn_markers.py`: `MarkerSender`, WriteTxnMarkers to
+  partition leaders, batched per leader and retried until written; `txn_verifier.py`:
+  `CoordinatorVerifier`, KIP-890's check of a first transactional batch with the
+  coordinator.
 """

@@ -5,10 +5,15 @@ How it works:
   its one effect, `append`: an acks=all write to a `__consumer_offsets` partition through
   the `ReplicaManager`, answered when the ISR has it (or with the error the coordinator
   maps, e.g. NOT_COORDINATOR after a leader change).
+  TxnOffsetCommit's writes (`_append_txn`) are transactional batches of the producer,
+  numbered after its last batch in the partition's producer state.
 - `leadership_changed()` is called after every LeaderAndIsr and StopReplica: for each
   offsets partition this broker has become leader of, it starts a loader task
   that reads the partition from its log start in bounded chunks, yielding between them,
-  and installs the groups; partitions it no longer leads are unloaded at once.
+  and installs the groups (`replay`: a transactional batch's offsets count once its
+  producer's COMMIT marker is read); partitions it no longer leads are unloaded at once.
+- `txn_marker_landed` (in the replica manager's `txn_marker_listeners`) completes the
+  transactional offset commits of a producer whose marker lands on an offsets partition.
 - `reaper` expires the coordinator's delayed joins and heartbeats (woken early by the
   purgatories' `wake_at`); `offsets_expirer` runs `offsets.retention.check.interval.ms`.
 - `ensure_offsets_topic()` creates `__consumer_offsets` on first use (FindCoordinator):
@@ -34,6 +39,7 @@ from broker.core.group.coordinator import (
     Records,
 )
 from broker.core.group.offsets_topic import OFFSETS_TOPIC
+from broker.core.log.producer_state import increment_sequence
 from broker.core.rack_assignment import choose_assignment
 from broker.core.replica_manager import ReplicaManager
 from broker.zookeeper.gateway import BrokerZkGateway
@@ -42,6 +48,64 @@ from client.protocol.types import TopicPartition
 from server_common.zk import ZkError
 
 log = logging.getLogger(__name__)
+CONTROL_COMMIT = 1  # Kafka's ControlRecordType: the key is int16 version, int16 type
+
+
+def transactional_batch(
+    records: list[rec.Record], producer_id: int, producer_epoch: int, base_sequence: int = 0
+) -> bytes:
+    """A batch of `records` by the producer with the transactional bit set."""
+    plain = rec.build_batch(
+        records,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+    header = rec.read_header(plain)
+    return rec.pack_batch(
+        memoryview(plain)[rec.BATCH_OVERHEAD :],
+        base_offset=header.base_offset,
+        leader_epoch=header.partition_leader_epoch,
+        attributes=header.attributes | rec.ATTR_TRANSACTIONAL,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=header.records_count,
+    )
+
+
+def replay(loader: GroupLoader, data: bytes | memoryview, offset: int) -> int:
+    """Feed the loader the batches of `data` from `offset` on: plain records as they are,
+    transactional ones held until their producer's marker (a control batch); the next
+    offset to read."""
+    view = memoryview(data)
+    for pos, header in rec.iter_batches(view):
+        if header.next_offset <= offset:
+            continue
+        try:
+            records = rec.decode_batches(view[pos : pos + header.size])
+        except rec.RecordError as exc:
+            log.warning("skipping an unreadable batch at %d: %s", header.base_offset, exc)
+            records = []
+        if header.attributes & rec.ATTR_CONTROL:
+            key = records[0].key if records else None
+            if key is not None and len(key) >= 4:
+                committed = int.from_bytes(key[2:4], "big") == CONTROL_COMMIT
+                loader.marker(header.producer_id, committed)
+        elif header.attributes & rec.ATTR_TRANSACTIONAL:
+            for record in records:
+                if record.offset >= offset:
+                    loader.add_transactional(header.producer_id, record.key, record.value)
+        else:
+            for record in records:
+                if record.offset >= offset:
+                    loader.add(record.key, record.value)
+        offset = max(offset, header.next_offset)
+    return offset
+
 
 LOAD_CHUNK_BYTES = 1 << 20
 IDLE_REAPER_S = 3600.0
@@ -81,7 +145,7 @@ class GroupService:
         self.segment_bytes = offsets_segment_bytes
         self.retention_check_s = retention_check_s
         self.coordinator = GroupCoordinator(
-            config, self._append, wake_at=self._wake_at, events=events
+            config, self._append, wake_at=self._wake_at, events=events, append_txn=self._append_txn
         )
         self._wakeup = trio.Event()
         self._leading: set[int] = set()  # offsets partitions we lead (loading or loaded)
@@ -111,6 +175,53 @@ class GroupService:
             entries={tp: batch},
             respond=respond,
         )
+
+    def _append_txn(
+        self,
+        partition: int,
+        records: Records,
+        producer_id: int,
+        producer_epoch: int,
+        now_ms: int,
+        done: Done,
+    ) -> None:
+        """TxnOffsetCommit's write: a transactional batch of the producer, numbered after
+        the last batch of the producer's epoch in this partition's producer state (Kafka
+        skips the sequence check for its coordinators' writes; here they pass it, so a
+        second commit of one epoch is not taken for a duplicate of the first)."""
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        batch = transactional_batch(
+            [rec.Record(key=key, value=value, timestamp_ms=now_ms) for key, value in records],
+            producer_id,
+            producer_epoch,
+            self._next_sequence(tp, producer_id, producer_epoch),
+        )
+
+        def respond(results: dict[TopicPartition, ProduceResult]) -> None:
+            done(results[tp].error_code, self.now_ms())
+
+        self.rm.append_records(
+            now_ms,
+            acks=-1,
+            timeout_ms=self.coordinator.config.commit_timeout_ms,
+            entries={tp: batch},
+            respond=respond,
+        )
+
+    def _next_sequence(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> int:
+        partition = self.rm.get_partition(tp)
+        log_ = partition.log if partition is not None else None
+        entry = log_.producer_state.entry(producer_id) if log_ is not None else None
+        if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
+            return 0
+        return increment_sequence(entry.last_seq, 1)
+
+    def txn_marker_landed(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
+        """A `ReplicaManager.txn_marker_listeners` callback: a COMMIT/ABORT marker was
+        appended on a partition this broker leads; on an offsets partition it completes
+        the producer's transactional offset commits."""
+        if tp.topic == OFFSETS_TOPIC:
+            self.coordinator.complete_txn(tp.partition, producer_id, committed, self.now_ms())
 
     def _wake_at(self, deadline_ms: int) -> None:
         self._wakeup.set()
@@ -192,12 +303,7 @@ class GroupService:
                 continue
             if not data:
                 break
-            for record in rec.decode_batches(data):
-                if record.offset >= offset:
-                    loader.add(record.key, record.value)
-                    offset = record.offset + 1
-            for _, header in rec.iter_batches(data):
-                offset = max(offset, header.next_offset)
+            offset = replay(loader, data, offset)
             await trio.lowlevel.checkpoint()
         groups = self.coordinator.finish_loading(p, token, loader, self.now_ms())
         if groups is not None:

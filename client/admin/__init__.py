@@ -29,6 +29,9 @@ The modules:
 - `acls.py`: `AclAdmin`: create, describe and delete ACLs (`Acl`, `AclFilter`);
 - `users.py`: `UserAdmin`: users' SCRAM credentials (KIP-554), described and altered
   (the password is salted here; only the salted password is sent), with their values;
+- `transactions.py`: `TransactionAdmin`: list transactions (every broker) and describe
+  one (its coordinator), KIP-664, with their values (`TransactionListing`,
+  `TransactionDescription`);
 - `results.py`: the values taken and returned (`NewTopic`, `TopicDescription`,
   `GroupDescription`...) and `GroupOffsetsError`.
 """

@@ -22,13 +22,22 @@ from client.admin.groups import GroupAdmin
 from client.admin.offsets import OffsetAdmin
 from client.admin.replicas import ReplicaAdmin
 from client.admin.topics import TopicAdmin
+from client.admin.transactions import TransactionAdmin
 from client.admin.users import UserAdmin
 from client.connection import Connector, open_connection_pool
 from client.security.secure_connector import with_security
 
 
 class Admin(
-    TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin, AclAdmin, UserAdmin
+    TopicAdmin,
+    ConfigAdmin,
+    BrokerAdmin,
+    ReplicaAdmin,
+    OffsetAdmin,
+    GroupAdmin,
+    AclAdmin,
+    UserAdmin,
+    TransactionAdmin,
 ):
     """Build with `open_admin()`; see the `client.admin` package docstring."""
 

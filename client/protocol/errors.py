@@ -170,12 +170,42 @@ class ErrorCode(IntEnum):
         "transactional id.",
     )
     # --- end idempotent producer ---
+    # --- transactions (KIP-98, KIP-664) ---
+    INVALID_TRANSACTION_TIMEOUT = (
+        50,
+        False,
+        "The transaction timeout is larger than the maximum value allowed by the broker "
+        "(as configured by transaction.max.timeout.ms).",
+    )
+    CONCURRENT_TRANSACTIONS = (
+        51,
+        True,
+        "The producer attempted to update a transaction while another concurrent operation "
+        "on the same transaction was ongoing.",
+    )
     TRANSACTION_COORDINATOR_FENCED = (
         52,
         False,
         "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer "
         "the current coordinator for a given producer.",
     )
+    OPERATION_NOT_ATTEMPTED = (
+        55,
+        False,
+        "The broker did not attempt to execute this operation.",
+    )
+    UNSTABLE_OFFSET_COMMIT = (
+        88,
+        True,
+        "There are unstable offsets that need to be cleared.",
+    )
+    PRODUCER_FENCED = (
+        90,
+        False,
+        "There is a newer producer with the same transactionalId which fences the current one.",
+    )
+    TRANSACTIONAL_ID_NOT_FOUND = (105, False, "The transactionalId could not be found.")
+    # --- end transactions ---
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False, "Transactional Id authorization failed.")
     SECURITY_DISABLED = (54, False, "Security features are disabled.")
     KAFKA_STORAGE_ERROR = (56, True, "Disk error when trying to access log file on the disk.")

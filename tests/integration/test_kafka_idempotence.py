@@ -73,15 +73,6 @@ def test_idempotent_librdkafka_through_a_paused_leader_writes_each_record_once(s
     assert [(o, v) for o, v in delivered if at.get(o) != v] == []
 
 
-def test_a_transactional_producer_is_refused(start_cluster):
-    cluster = start_cluster(brokers=1, controllers=1)
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": kafka_bootstrap(cluster), "transactional.id": "tx-1"}
-    )
-    with pytest.raises(confluent_kafka.KafkaException):
-        producer.init_transactions(10)
-
-
 def test_kafka_python_with_its_default_idempotence(start_cluster):
     kafka = pytest.importorskip("kafka")
     cluster = start_cluster(brokers=1, controllers=1)

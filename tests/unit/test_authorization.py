@@ -391,8 +391,5 @@ def test_every_api_a_broker_serves_has_an_authorization_rule():
 
     exempt = {ApiKey.API_VERSIONS, ApiKey.CONTROLLED_SHUTDOWN}
     exempt |= {key for key in ApiKey if key.name.startswith("SASL_")}
-    # TODO(issue 28): the transaction APIs' messages exist; their handlers and rules land
-    # with the transaction coordinator, which removes this line.
-    exempt |= {key for key in ApiKey if "TXN" in key.name or "TRANSACTIONS" in key.name}
     missing = [ApiKey(k).name for k in REGISTRY.supported() if k not in _RULES and k not in exempt]
     assert missing == []

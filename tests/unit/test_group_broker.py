@@ -158,11 +158,8 @@ async def test_a_member_silent_after_its_sync_is_expired_by_the_brokers_timer(au
         assert beat.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
-async def test_find_coordinator_refuses_transactional_ids_and_unknown_key_types(autojump_clock):
+async def test_find_coordinator_refuses_unknown_key_types(autojump_clock):
+    # Key type 1 (a transactional id): tests/unit/test_txn_broker.py.
     async with open_test_cluster(1, broker_settings=GROUP_SETTINGS) as cluster:
-        txn = await ask(cluster, 1, m.FindCoordinatorRequest(key="txn-1", key_type=1))
-        assert txn.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        assert "does not support transactions" in txn.error_message
-        assert (txn.node_id, txn.host, txn.port) == (-1, "", -1)
         odd = await ask(cluster, 1, m.FindCoordinatorRequest(key="x", key_type=7))
         assert odd.error_code == ErrorCode.INVALID_REQUEST

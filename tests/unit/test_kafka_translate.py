@@ -376,6 +376,7 @@ def expected_native(api_key: int, version: int) -> Any:
                 m.OffsetFetchTopic(name="t", partition_indexes=[0, 1]),
                 m.OffsetFetchTopic(name="u", partition_indexes=[5]),
             ],
+            require_stable=version >= 7,  # KIP-447 (the test request's booleans are true)
         )
         return NativeBatch([single]) if version >= 8 else single
     if api_key == ApiKey.LIST_GROUPS:

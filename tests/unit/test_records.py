@@ -71,7 +71,7 @@ def test_build_validate_decode_round_trip(records, codec, base):
     assert decode_records(batch) == _expected(records, base)
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(records=records_st, codec=st.sampled_from(SUPPORTED), data=st.data())
 def test_flipping_any_crc_covered_byte_is_detected(records, codec, data):
     batch = bytearray(build_batch(records, codec=codec))
@@ -111,7 +111,7 @@ def test_assign_offsets_patches_in_place_and_keeps_batches_valid(batches, base, 
         assert [d.timestamp for d in decoded] == [append_time] * len(all_records)
 
 
-@settings(max_examples=30)
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 @given(records=records_st, append_time=st.none() | st.integers(0, 2**41))
 def test_stamped_header_matches_assign_offsets(records, append_time):
     batch = build_batch(records, codec=Codec.LZ4)

@@ -19,6 +19,7 @@ Each module exposes `register(subparsers)` which adds its parsers and sets
 - `groups/`: `groups list|describe|reset-offsets|delete` (kafka-consumer-groups.sh; its
   own docstring names its modules);
 - `acls.py`: `acls --add|--remove|--list` (kafka-acls.sh);
+- `transactions.py`: `transactions list|describe` (kafka-transactions.sh, KIP-664);
 - `get_offsets.py`, `delete_records.py`, `dump_log.py`, `log_dirs.py`: offsets, record
   deletion, a segment's contents, the brokers' log dirs;
 - `perf.py`, `verifiable.py`: Kafka's perf tools and verifiable producer/consumer;
@@ -45,4 +46,5 @@ COMMAND_MODULES: list[str] = [
     "delete_records",
     "perf",
     "verifiable",
+    "transactions",
 ]

@@ -14,6 +14,8 @@ Modules:
 - `metadata_manager.py`: `GroupMetadataManager`, the groups this broker coordinates:
   loading them from the offsets partitions it leads (`GroupLoader`), writing group
   metadata, offset commits and tombstones, and expiring offsets;
+- `txn_offsets.py`: `TxnOffsets`, transactional offset commits (TxnOffsetCommit) pending
+  until their producer's COMMIT or ABORT marker;
 - `delayed.py`: the delayed joins, syncs and heartbeats the membership waits on in
   purgatories;
 - `group.py`: a group and its members, with the state transitions Kafka allows;

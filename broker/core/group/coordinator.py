@@ -45,6 +45,7 @@ from broker.core.group.metadata_manager import (
     GroupMetadataManager,
     Records,
 )
+from broker.core.group.txn_offsets import AppendTxn, TxnOffsets
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
 
@@ -62,6 +63,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+def _no_txn_append(partition, records, producer_id, producer_epoch, now_ms, done) -> None:
+    done(ErrorCode.UNSUPPORTED_VERSION, now_ms)  # a shell that writes no transactions
+
+
 class GroupCoordinator:
     def __init__(
         self,
@@ -70,6 +75,7 @@ class GroupCoordinator:
         *,
         wake_at: Callable[[int], None] | None = None,
         events: Callable[[str, dict], None] | None = None,
+        append_txn: AppendTxn | None = None,
     ) -> None:
         self.config = config
         self._events = events or (lambda kind, data: None)
@@ -78,6 +84,7 @@ class GroupCoordinator:
         self.membership = GroupMembership(config, self.metadata, self.stats, self._events, wake_at)
         self.join_purgatory = self.membership.join_purgatory
         self.heartbeat_purgatory = self.membership.heartbeat_purgatory
+        self.txn_offsets = TxnOffsets(append_txn or _no_txn_append, self.metadata.partition_for)
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -101,13 +108,17 @@ class GroupCoordinator:
         """Install what `loader` read; the number of groups, or None if `partition` was
         unloaded (or reloaded) meanwhile and nothing was installed."""
         membership = self.membership
-        return self.metadata.finish_loading(
+        loaded = self.metadata.finish_loading(
             partition, token, loader, now_ms, lambda group: membership.group_loaded(group, now_ms)
         )
+        if loaded is not None:
+            self.txn_offsets.install(loader.txn.still_open())
+        return loaded
 
     def unload(self, partition: int, now_ms: int) -> int:
         """Stop coordinating `partition`'s groups (leadership moved or the broker stops)."""
         membership = self.membership
+        self.txn_offsets.unload(partition)
         return self.metadata.unload(
             partition, lambda group: membership.group_unloaded(group, now_ms)
         )
@@ -289,6 +300,62 @@ class GroupCoordinator:
             return
         self.membership.schedule_heartbeat(group, group.members[member_id], now_ms)
         self.metadata.store_offsets(group, offsets, now_ms, respond)
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], ot.OffsetValue],
+        now_ms: int,
+        respond: Callable[[dict[tuple[str, int], ErrorCode]], None],
+    ) -> None:
+        """TxnOffsetCommit (Kafka 2.8's checks, with KIP-447's member and generation: a
+        zombie member of an older generation is fenced); pending until the marker."""
+
+        def fail(code: ErrorCode) -> None:
+            respond({tp: code for tp in offsets})
+
+        status = self.metadata.status(group_id)
+        if status is not ErrorCode.NONE:
+            return fail(status)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, state_timestamp_ms=now_ms)
+            self.groups[group_id] = group
+        if group.is_state(GroupState.DEAD):
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not (generation < 0 and group.is_state(GroupState.EMPTY)):
+            if group_instance_id is not None:
+                known = group.static_member_id(group_instance_id)
+                if known is not None and known != member_id:
+                    return fail(ErrorCode.FENCED_INSTANCE_ID)
+            if member_id and not group.has(member_id):
+                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation >= 0 and generation != group.generation:
+                return fail(ErrorCode.ILLEGAL_GENERATION)
+        self.txn_offsets.store(
+            group,
+            producer_id,
+            producer_epoch,
+            offsets,
+            now_ms,
+            respond,
+            self.config.metadata_max_bytes,
+        )
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool, now_ms: int) -> int:
+        """A COMMIT/ABORT marker of `producer_id` landed on offsets partition `partition`
+        (the replica manager's `txn_marker_listeners`)."""
+        if partition not in self.metadata.owned:
+            return 0
+        for group_id, by_pid in self.txn_offsets.pending.items():
+            if producer_id in by_pid and group_id not in self.groups:
+                self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
+        return self.txn_offsets.complete(partition, producer_id, committed, self.groups)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -8,7 +8,9 @@ How it works:
   whether this broker may answer for a group (NOT_COORDINATOR, or
   COORDINATOR_LOAD_IN_PROGRESS while its partition loads).
 - Loading: `begin_loading(p)` marks the partition loading; the shell reads it and feeds
-  the records to a `GroupLoader` (the latest value of every key wins); `finish_loading`
+  the records to a `GroupLoader` (the latest value of every key wins; a transactional
+  offset commit counts once its producer's COMMIT marker is read, `PendingLoader`);
+  `finish_loading`
   installs what it found (a group with members comes back Stable) and hands each group
   to the coordinator's `on_loaded` (which gives its members a fresh session).
   `unload(p)` drops the partition's groups, each through `on_unloaded` first.
@@ -39,6 +41,7 @@ __all__ = [
     "Done",
     "GroupLoader",
     "GroupMetadataManager",
+    "PendingLoader",
     "Records",
     "append_error",
 ]
@@ -51,6 +54,7 @@ Done = Callable[[ErrorCode, int], None]
 # append(partition, [(key, value)], now_ms, done): acks=all to the partition.
 Append = Callable[[int, Records, int, Done], None]
 OffsetsAnswer = Callable[[dict[tuple[str, int], ErrorCode]], None]
+PendingOffsets = dict[tuple[str, int], ot.OffsetValue]
 
 # How a failed write to __consumer_offsets is reported to a group client (Kafka 2.8).
 _APPEND_ERRORS = {
@@ -70,6 +74,36 @@ def append_error(code: ErrorCode) -> ErrorCode:
     return _APPEND_ERRORS.get(code, code)
 
 
+class PendingLoader:
+    """One partition's transactional offset commits, as the loader reads them in order."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+
+    def add(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
+        self.open.setdefault(producer_id, []).append((key, value))
+
+    def marker(self, producer_id: int, committed: bool) -> list[tuple[bytes | None, bytes | None]]:
+        """The producer's records to apply now (COMMIT), or none (ABORT)."""
+        records = self.open.pop(producer_id, [])
+        return records if committed else []
+
+    def still_open(self) -> dict[int, dict[str, PendingOffsets]]:
+        """producer id -> group -> offsets, for transactions without a marker yet."""
+        out: dict[int, dict[str, PendingOffsets]] = {}
+        for pid, records in self.open.items():
+            for key, value in records:
+                try:
+                    record = ot.decode_record(key, value)
+                except ot.BadOffsetsRecord as exc:
+                    log.warning("skipping an unreadable transactional offset record: %s", exc)
+                    continue
+                if isinstance(record, ot.OffsetRecord) and record.value is not None:
+                    by_group = out.setdefault(pid, {}).setdefault(record.group_id, {})
+                    by_group[(record.topic, record.partition)] = record.value
+        return out
+
+
 class GroupLoader:
     """Replays one `__consumer_offsets` partition: the latest value of every key wins."""
 
@@ -77,6 +111,16 @@ class GroupLoader:
         self.offsets: dict[str, dict[tuple[str, int], ot.OffsetValue]] = {}
         self.groups: dict[str, ot.GroupValue | None] = {}
         self.bad_records = 0
+        self.txn = PendingLoader()  # transactional offset commits until their marker
+
+    def add_transactional(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
+        """A record of a transactional batch: held until the producer's marker."""
+        self.txn.add(producer_id, key, value)
+
+    def marker(self, producer_id: int, committed: bool) -> None:
+        """The producer's COMMIT/ABORT marker: its held records apply now, or never."""
+        for key, value in self.txn.marker(producer_id, committed):
+            self.add(key, value)
 
     def add(self, key: bytes | None, value: bytes | None) -> None:
         try:

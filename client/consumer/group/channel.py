@@ -40,13 +40,14 @@ async def find_coordinator(
     *,
     timeout_s: float,
     retry_backoff_ms: float = 100,
+    key_type: int = 0,
 ) -> BrokerInfo:
     """The group's coordinator, asked of any live broker; retries retriable answers and
     lost connections until `timeout_s`. Raises `TributaryError`: COORDINATOR_NOT_AVAILABLE
     after the timeout, or at once a non-retriable answer (INVALID_GROUP_ID,
     UNSUPPORTED_VERSION from a broker without group support...)."""
     deadline = trio.current_time() + timeout_s
-    request = m.FindCoordinatorRequest(key=group_id, key_type=0)
+    request = m.FindCoordinatorRequest(key=group_id, key_type=key_type)  # 1: transactional id
     last: BaseException | None = None
     while True:
         addresses = [b.address for b in sorted(metadata.cluster.brokers.values())]

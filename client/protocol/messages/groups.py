@@ -201,6 +201,9 @@ class OffsetFetchTopic:
 class OffsetFetchRequest:
     group_id: str
     topics: list[OffsetFetchTopic] | None  # None = all topics of the group
+    # KIP-447: a partition with a transactional commit still pending is answered
+    # UNSTABLE_OFFSET_COMMIT (the consumer retries) instead of its older offset.
+    require_stable: bool = False
 
 
 @struct
