@@ -34,6 +34,7 @@ import msgpack
 from client.protocol.records.compression import COMPRESS, decompress, known_codec
 from client.protocol.records.header import (
     ATTR_MSGPACK_PAYLOAD,
+    ATTR_TRANSACTIONAL,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -66,8 +67,10 @@ def build_batch(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    transactional: bool = False,
 ) -> bytes:
-    """Encode `records` as one Tributary-format batch (offset deltas 0, 1, 2, ...).
+    """Encode `records` as one Tributary-format batch (offset deltas 0, 1, 2, ...);
+    `transactional` sets the attributes' transactional bit (a transaction's batch).
 
     Raises `ValueError` for an empty batch and `InvalidRecordError` for an unknown codec.
     """
@@ -87,6 +90,7 @@ def build_batch(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         leader_epoch=leader_epoch,
+        transactional=transactional,
     )
 
 
@@ -103,6 +107,7 @@ def build_column_batch(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    transactional: bool = False,
 ) -> bytes:
     """`build_batch` for records held as columns (record i is `keys[i]`, `values[i]`,
     `timestamps[i]`, `headers[i]`, a sequence of `(name, value)` pairs): the same bytes,
@@ -130,7 +135,10 @@ def build_column_batch(
         COMPRESS[codec_id](_pack_entries(entries)),
         base_offset=base_offset,
         leader_epoch=leader_epoch,
-        attributes=ATTR_MSGPACK_PAYLOAD | codec_id | (TIMESTAMP_TYPE_BIT if timestamp_type else 0),
+        attributes=ATTR_MSGPACK_PAYLOAD
+        | codec_id
+        | (TIMESTAMP_TYPE_BIT if timestamp_type else 0)
+        | (ATTR_TRANSACTIONAL if transactional else 0),
         last_offset_delta=count - 1,
         base_timestamp=base_timestamp,
         max_timestamp=max_timestamp,
