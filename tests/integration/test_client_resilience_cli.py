@@ -257,8 +257,9 @@ def test_with_the_first_bootstrap_broker_paused_commands_take_seconds(cluster):
 
 def test_a_keyless_produce_steers_around_a_paused_leader(cluster):
     """KIP-794 (issue 29): with the console producer's partitioner.availability.timeout.ms
-    (500 ms unless set), a keyless produce finishes while the leader of 2 of the 6 partitions (RF 1: no failover possible)
-    stays paused throughout, and every record lands on the other brokers' partitions."""
+    (500 ms unless set), a keyless produce finishes while the leader of 2 of the 6
+    partitions (RF 1: no failover possible) stays paused throughout, and every record
+    lands on the other brokers' partitions."""
     cli(cluster, "topics", "create", "steer", "--partitions", "6", "--replication-factor", "1")
     leaders = {p: partition_state(cluster, "steer", p).leader for p in range(6)}
     paused = leaders[0]
