@@ -27,6 +27,7 @@ from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.records import ATTR_TRANSACTIONAL, iter_batches
 from client.protocol.types import TopicPartition
 from tests.support.cluster import TestCluster, open_test_cluster
+from tests.unit.test_group_consumer import cluster_for_groups, group_consumer
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -420,3 +421,39 @@ async def test_init_transactions_times_out_and_may_be_called_again(autojump_cloc
             with trio.fail_after(60):
                 await producer.send("t", b"x")
                 await producer.commit_transaction()
+
+
+async def test_a_consume_transform_produce_loop_commits_with_the_members_generation(
+    autojump_clock,
+):
+    """KIP-447: the offsets go with the consumer's group metadata (generation, member)."""
+    async with cluster_for_groups(topics={"in": 1, "t": 1}) as cluster:
+        script = ScriptedCoordinator(cluster)
+        await cluster.append(("in", 0), b"a", b"b", b"c")
+        async with group_consumer(cluster, "copier", auto_offset_reset="earliest") as consumer:
+            consumer.subscribe(["in"])
+            async with txn_producer(cluster) as producer:
+                await producer.init_transactions()
+                copied: list[bytes] = []
+                with trio.fail_after(60):
+                    while len(copied) < 3:
+                        records = await consumer.poll(500)
+                        if not records:
+                            continue
+                        producer.begin_transaction()
+                        for record in records:
+                            await producer.send("t", record.value.upper())
+                        copied += [r.value for r in records]
+                        next_offsets = {TopicPartition("in", 0): records[-1].offset + 1}
+                        await producer.send_offsets_to_transaction(
+                            next_offsets, consumer.group_metadata()
+                        )
+                        await producer.commit_transaction()
+            membership = consumer.group.membership.generation
+    commits = [entry for entry in script.log if entry[0] == "txn_offset_commit"]
+    assert commits and all(
+        entry == ("txn_offset_commit", "copier", membership.generation_id, membership.member_id)
+        for entry in commits
+    )
+    assert membership.generation_id >= 1 and membership.member_id
+    assert script.violations == []
