@@ -22,7 +22,9 @@ from these methods.
 - `await commit_transaction()`: flushes, then, if every record was written, EndTxn
   commit; if a record failed, raises the abortable error instead.
 - `await abort_transaction()`: fails the records not sent yet, waits for those in
-  flight, then EndTxn abort.
+  flight, then EndTxn abort; if a record of the transaction failed (its sequence may
+  have left a gap), then InitProducerId with the current id and epoch (KIP-360): the
+  next epoch, sequences from 0.
 A call that times out (`max_block_ms`, `ProducerTimeoutError`) may be called again; a
 `TransactionError` with `txn_requires_abort` asks for `abort_transaction()`, one that is
 `fatal` (`ProducerFencedError`: a newer producer has the same transactional id) for
@@ -119,8 +121,12 @@ class TransactionsApi:
         manager.complete()
 
     async def abort_transaction(self) -> None:
-        """Drop the records not sent yet, wait for those in flight, abort."""
+        """Drop the records not sent yet, wait for those in flight, abort; after a
+        failed record, bump the epoch (sequences start over, KIP-360)."""
         manager, requests = self._txn()
+        if manager.state is TxnState.INITIALIZING and manager.epoch_bump_required:
+            await self._bump_epoch(requests)  # a retry after the bump timed out
+            return
         if manager.state is not TxnState.ABORTING_TRANSACTION:  # else: a retry
             manager.begin_abort()
         self.sender.wake()  # it fails the batches not sent yet (TxnRequests.prepare_drain)
@@ -131,6 +137,12 @@ class TransactionsApi:
         if manager.transaction_started:
             await requests.end_txn(commit=False)
         manager.complete()
+        if manager.state is TxnState.INITIALIZING:
+            await self._bump_epoch(requests)
+
+    async def _bump_epoch(self, requests: TxnRequests) -> None:
+        await requests.init_producer_id(bump=True)
+        requests.manager.on_initialized()
 
 
 def _group_of(group: ConsumerGroupMetadata | str | Any) -> ConsumerGroupMetadata:

@@ -5,9 +5,11 @@ How it works: a `TransactionManager` is plain data that the producer's Trio shel
 them only along Kafka's transitions (`TRANSITIONS`): UNINITIALIZED -> INITIALIZING
 (`init_transactions`) -> READY (`on_initialized`) -> IN_TRANSACTION (`begin`) ->
 COMMITTING_TRANSACTION / ABORTING_TRANSACTION (`begin_commit` / `begin_abort`) -> READY
-(`complete`). An error moves it to ABORTABLE_ERROR (the application must abort; then it
-may go on) or FATAL_ERROR (the producer is unusable: fenced by a newer producer with the
-same transactional id, or not authorized). An illegal call raises Kafka's error:
+(`complete`; after a failed batch, an abort goes back through INITIALIZING: the epoch
+is bumped so that sequences start over, KIP-360). An error moves it to ABORTABLE_ERROR
+(the application must abort; then it may go on) or FATAL_ERROR (the producer is
+unusable: fenced by a newer producer with the same transactional id, or not
+authorized). An illegal call raises Kafka's error:
 `TransactionError(INVALID_TXN_STATE)` (Kafka's IllegalStateException), or, in an error
 state, the error that put it there (Kafka's `maybeFailWithError`).
 
@@ -51,7 +53,7 @@ S = TxnState
 # Kafka's TransactionManager.State.isTransitionValid: target -> the states it may follow.
 TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
     S.UNINITIALIZED: frozenset(),
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.INITIALIZING}),
+    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
     S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
     S.IN_TRANSACTION: frozenset({S.READY}),
     S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
@@ -207,6 +209,9 @@ class TransactionManager:
         self.offsets_added = False  # AddOffsetsToTxn done for the group of pending_offsets
         # Something was added (a partition, a group's offsets): EndTxn is needed.
         self.transaction_started = False
+        # A batch failed: its sequence may have left a gap, so the abort ends with an
+        # epoch bump (InitProducerId with this id and epoch, KIP-360), as Kafka's does.
+        self.epoch_bump_required = False
 
     def __repr__(self) -> str:
         return f"<TransactionManager {self.transactional_id!r} {self.state.name}>"
@@ -271,6 +276,7 @@ class TransactionManager:
     def on_initialized(self) -> None:
         """InitProducerId answered: the producer id and epoch are the shell's to keep."""
         self._transition(TxnState.READY)
+        self.epoch_bump_required = False
 
     def begin(self) -> None:
         self._fail_if_error()
@@ -329,8 +335,10 @@ class TransactionManager:
         self.pending_offsets = None
 
     def complete(self) -> None:
-        """EndTxn answered: the transaction is over; the next may begin."""
-        self._transition(TxnState.READY)
+        """EndTxn answered: the transaction is over; the next may begin, or, after a
+        failed batch, first the epoch bump (INITIALIZING, then `on_initialized`)."""
+        bump = self.epoch_bump_required and self.state is TxnState.ABORTING_TRANSACTION
+        self._transition(TxnState.INITIALIZING if bump else TxnState.READY)
         self.in_transaction.clear()
         self.new_partitions.clear()
         self.pending_partitions.clear()
@@ -393,6 +401,8 @@ class TransactionManager:
             self.state = TxnState.FATAL_ERROR
         else:
             error = TransactionError(code, detail, txn_requires_abort=True)
+            if api is TxnApi.PRODUCE and not self.has_fatal_error:
+                self.epoch_bump_required = True
             if self.has_fatal_error:
                 return self.last_error or error
             if self.state not in TRANSITIONS[TxnState.ABORTABLE_ERROR]:

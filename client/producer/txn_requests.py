@@ -178,15 +178,19 @@ class TxnRequests:
 
     # --- the requests -----------------------------------------------------------------
 
-    async def init_producer_id(self) -> None:
+    async def init_producer_id(self, bump: bool = False) -> None:
         """InitProducerId with the transactional id: this producer's id and epoch (a
-        newer epoch fences older producers of the same transactional id)."""
-        manager = self.manager
+        newer epoch fences older producers of the same transactional id). `bump`: with
+        the current id and epoch (KIP-360), for the next epoch of the same id."""
+        manager, idem = self.manager, self.idempotence
+        current = (idem.producer_id, idem.producer_epoch) if bump else (-1, -1)
 
         def build() -> m.InitProducerIdRequest:
             return m.InitProducerIdRequest(
                 transactional_id=manager.transactional_id,
                 transaction_timeout_ms=manager.transaction_timeout_ms,
+                producer_id=current[0],
+                producer_epoch=current[1],
             )
 
         response = await self._locked(

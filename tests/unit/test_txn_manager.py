@@ -100,10 +100,25 @@ def test_a_failed_batch_requires_an_abort_then_the_producer_goes_on():
     assert info.value.txn_requires_abort
     with pytest.raises(TransactionError):
         manager.check_send()
+    assert manager.epoch_bump_required
     manager.begin_abort()
     manager.complete()
+    # KIP-360: the failed batch may have left a sequence gap: a new epoch first.
+    assert manager.state is TxnState.INITIALIZING
+    with pytest.raises(TransactionError, match="INITIALIZING to state IN_TRANSACTION"):
+        manager.begin()
+    manager.on_initialized()
+    assert not manager.epoch_bump_required
     manager.begin()
     assert manager.state is TxnState.IN_TRANSACTION
+
+
+def test_a_coordinator_error_aborts_without_an_epoch_bump():
+    manager = in_txn()
+    manager.on_error(TxnApi.ADD_OFFSETS, E.GROUP_AUTHORIZATION_FAILED)
+    manager.begin_abort()
+    manager.complete()
+    assert manager.state is TxnState.READY
 
 
 @pytest.mark.parametrize("code", [E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH])
@@ -127,7 +142,7 @@ def test_an_error_while_aborting_does_not_stop_the_abort():
     manager.on_error(TxnApi.PRODUCE, E.NOT_ENOUGH_REPLICAS)
     assert manager.state is TxnState.ABORTING_TRANSACTION
     manager.complete()
-    assert manager.state is TxnState.READY
+    assert manager.state is TxnState.INITIALIZING  # then the epoch bump
 
 
 @pytest.mark.parametrize(

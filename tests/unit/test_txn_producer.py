@@ -47,6 +47,8 @@ class ScriptedCoordinator:
         self.busy: dict[ApiKey, list[ErrorCode]] = defaultdict(list)  # answers to give first
         self.produce_errors: dict[TopicPartition, ErrorCode] = {}
         self.next_id = 1000
+        # (producer id, epoch, partition) -> the next sequence the "leader" expects
+        self.sequences: dict[tuple[int, int, TopicPartition], int] = defaultdict(int)
         for api, answer in {
             ApiKey.FIND_COORDINATOR: self.find,
             ApiKey.INIT_PRODUCER_ID: self.init,
@@ -81,7 +83,12 @@ class ScriptedCoordinator:
     def init(self, broker: int, request: m.InitProducerIdRequest) -> Any:
         if request.transactional_id is None:
             return None
-        self.log.append(("init", request.transactional_id, request.transaction_timeout_ms))
+        entry = ("init", request.transactional_id, request.transaction_timeout_ms)
+        if request.producer_id >= 0:  # KIP-360: a bump of the current epoch
+            entry += (request.producer_id, request.producer_epoch)
+            if self._fenced(request.transactional_id, request.producer_id, request.producer_epoch):
+                self.violations.append(f"an epoch bump from a stale epoch: {request}")
+        self.log.append(entry)
         code = self._busy(ApiKey.INIT_PRODUCER_ID)
         if code is not None:
             return m.InitProducerIdResponse(
@@ -167,6 +174,9 @@ class ScriptedCoordinator:
                 self.log.append(("produce", tp, sum(h.records_count for h in headers)))
                 code = self.produce_errors.get(tp, ErrorCode.NONE)
                 for header in headers:
+                    key = (header.producer_id, header.producer_epoch, tp)
+                    if header.base_sequence != self.sequences[key]:
+                        code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
                     if not header.attributes & ATTR_TRANSACTIONAL:
                         self.violations.append(f"a batch for {tp} is not transactional")
                     if self._fenced(
@@ -178,6 +188,9 @@ class ScriptedCoordinator:
                 base = self.offsets[tp]
                 if code is ErrorCode.NONE:
                     self.offsets[tp] += sum(h.records_count for h in headers)
+                    for h in headers:
+                        key = (h.producer_id, h.producer_epoch, tp)
+                        self.sequences[key] = h.base_sequence + h.records_count
                 parts.append(
                     m.ProduceResponsePartition(
                         partition=part.partition,
@@ -354,11 +367,19 @@ async def test_a_failed_record_makes_commit_raise_and_abort_recover(autojump_clo
             assert info.value.txn_requires_abort and not info.value.fatal
             with pytest.raises(TransactionError, match="must be aborted"):
                 await producer.send("t", b"more", partition=0)
-            await producer.abort_transaction()
+            await producer.abort_transaction()  # then the epoch is bumped
+            del script.produce_errors[T1]
             producer.begin_transaction()
-            await producer.send("t", b"next", partition=0)
+            handles = [await producer.send("t", b"next", partition=p) for p in (0, 1)]
             await producer.commit_transaction()
-    assert [e for e in script.log if e[0] == "end"] == [("end", False), ("end", True)]
+            assert [(await h).offset for h in handles] == [1, 0]
+    assert script.violations == []
+    assert [e for e in script.log if e[0] in ("init", "end")] == [
+        ("init", "tx", 30_000),
+        ("end", False),
+        ("init", "tx", 30_000, 1000, 0),  # KIP-360: the next epoch, sequences from 0
+        ("end", True),
+    ]
 
 
 async def test_offsets_join_the_transaction_with_the_members_generation(autojump_clock):
