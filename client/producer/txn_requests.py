@@ -13,10 +13,11 @@ connection too), ABORTABLE and FATAL put the manager in its error state and rais
 and then raise `ProducerTimeoutError` (they may be called again).
 
 The sender calls `prepare_drain` before draining batches: while the manager is in an
-error state or aborting, it fails every batch not yet sent; otherwise it adds the
-partitions of queued batches that are not in the transaction yet (one AddPartitionsToTxn
-for all of them, as Kafka batches them), so that no batch reaches a partition before
-the coordinator knows the partition is part of the transaction.
+error state, aborting or between transactions, it fails every batch not yet sent;
+otherwise it adds the partitions of queued batches that are not in the transaction yet
+(one AddPartitionsToTxn for all of them, as Kafka batches them), so that no batch
+reaches a partition before the coordinator knows the partition is part of the
+transaction.
 """
 
 from __future__ import annotations
@@ -338,11 +339,12 @@ class TxnRequests:
     async def prepare_drain(
         self, accumulator: RecordAccumulator, fail: Callable[[ProducerBatch, BaseException], None]
     ) -> bool:
-        """Before draining: fail unsent batches when the transaction cannot take them,
-        add the partitions of queued batches to the transaction. False: back off, then
-        look again."""
+        """Before draining: fail unsent batches when the transaction cannot take them
+        (an error, an abort, or no transaction: a record queued while it ended), add the
+        partitions of queued batches to the transaction. False: back off, then look
+        again."""
         manager = self.manager
-        if manager.has_error or manager.state is TxnState.ABORTING_TRANSACTION:
+        if manager.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
             error = manager.last_error if manager.has_error else None
             for batch in accumulator.abandon_undrained():
                 fail(batch, error or _aborted())
