@@ -34,6 +34,10 @@ How it works: `Producer` wires the parts and holds the API; the work is theirs:
   request lets the broker create it (when its `auto.create.topics.enable` allows) with
   the broker's `num.partitions` and `default.replication.factor`. Off by default, so a
   misspelt topic is an error rather than a new topic.
+- With a `transactional_id` (implying idempotence and acks=all) records are written in
+  transactions: `init_transactions`, `begin_transaction`, `send_offsets_to_transaction`,
+  `commit_transaction`, `abort_transaction` (client/producer/transactional.py), and
+  `send()` raises outside a transaction.
 - `flush()` makes every buffered batch ready at once and waits for the records sent
   before it; `aclose()` refuses new records, flushes and stops; `abort()` fails what is
   unfinished at once.
