@@ -17,16 +17,12 @@ import pytest
 import trio
 
 from broker.config import BROKER_CONFIG
-from client.connection import handshake, open_connection
 from client.consumer import open_consumer
 from client.producer import TransactionError, open_producer
-from client.protocol import messages as m
-from client.protocol.api import ApiKey
-from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
 from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
 from tests.integration.helpers import create_topic
-from tests.support.cluster import open_test_cluster
+from tests.unit.test_txn_producer import transactions_unsupported
 from tools.cluster.launcher import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -45,35 +41,9 @@ def bootstrap_of(cluster: LocalCluster) -> str:
     return ",".join(f"127.0.0.1:{b.port}" for b in cluster.state.brokers())
 
 
-async def _serves_transactions() -> str | None:
-    """Why this branch's brokers cannot run these tests (None: they can), asked of an
-    in-process broker (the same code, started in a second rather than a real cluster's
-    twenty): ApiVersions must list AddPartitionsToTxn, and FindCoordinator for a
-    transactional id must not be refused (the native listener lists every API it can
-    decode, served or not)."""
-    async with (
-        open_test_cluster(1) as probe,
-        open_connection(
-            probe.brokers[1].host, probe.brokers[1].port, connector=probe.connector()
-        ) as connection,
-    ):
-        versions = await handshake(connection, timeout_s=10)
-        if not any(k.api_key == ApiKey.ADD_PARTITIONS_TO_TXN for k in versions.api_keys):
-            return "ApiVersions lists no AddPartitionsToTxn"
-        request = m.FindCoordinatorRequest(key="probe", key_type=1)
-        try:
-            answer = await connection.request(request, timeout_s=10)
-            code = ErrorCode.from_code(answer.error_code)
-        except TributaryError as exc:
-            code = exc.code
-    if code is ErrorCode.NONE or code.is_retriable:
-        return None
-    return f"FindCoordinator for a transactional id is answered {code.name}"
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    missing = trio.run(_serves_transactions)
+    missing = trio.run(transactions_unsupported)
     if missing is not None:
         pytest.skip(f"the brokers do not serve the transaction APIs yet ({missing})")
     cluster = LocalCluster(

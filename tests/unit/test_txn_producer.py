@@ -5,7 +5,10 @@ yet; tests/integration/test_txn_producer.py runs the same against real ones).
 The script keeps Kafka's rules a client must follow: a partition is added to the
 transaction (AddPartitionsToTxn) before a batch is produced to it, the batches carry the
 transactional bit, the producer id and epoch of InitProducerId and the transactional id,
-and a newer InitProducerId fences the older epoch (PRODUCER_FENCED)."""
+and a newer InitProducerId fences the older epoch (PRODUCER_FENCED).
+
+The last test runs on the in-process brokers themselves, once they serve transactions
+(skipped until then: `transactions_unsupported` says why)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from typing import Any
 import pytest
 import trio
 
+from client.connection import handshake, open_connection
+from client.consumer import open_consumer
 from client.producer import (
     ConsumerGroupMetadata,
     ProducerFencedError,
@@ -478,3 +483,81 @@ async def test_a_consume_transform_produce_loop_commits_with_the_members_generat
     )
     assert membership.generation_id >= 1 and membership.member_id
     assert script.violations == []
+
+
+# --- against the brokers' own transaction coordinator -----------------------------------
+
+
+async def transactions_unsupported() -> str | None:
+    """Why this branch's brokers cannot serve a transactional producer (None: they can),
+    asked of an in-process broker: ApiVersions must list AddPartitionsToTxn, and
+    FindCoordinator for a transactional id must not be refused (the native listener lists
+    every API it can decode, served or not)."""
+    async with open_test_cluster(1) as probe:
+        broker = probe.brokers[1]
+        async with open_connection(
+            broker.host, broker.port, connector=probe.connector()
+        ) as connection:
+            versions = await handshake(connection, timeout_s=10)
+            if not any(k.api_key == ApiKey.ADD_PARTITIONS_TO_TXN for k in versions.api_keys):
+                return "ApiVersions lists no AddPartitionsToTxn"
+            request = m.FindCoordinatorRequest(key="probe", key_type=1)
+            try:
+                answer = await connection.request(request, timeout_s=10)
+                code = ErrorCode.from_code(answer.error_code)
+            except TributaryError as exc:
+                code = exc.code
+    if code is ErrorCode.NONE or code.is_retriable:
+        return None
+    return f"FindCoordinator for a transactional id is answered {code.name}"
+
+
+SINGLE_BROKER_TXN_SETTINGS = {
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "3",
+}
+
+
+@pytest.fixture(scope="module")
+def brokers_serve_transactions() -> None:
+    missing = trio.run(transactions_unsupported)
+    if missing is not None:
+        pytest.skip(f"the brokers do not serve the transaction APIs yet ({missing})")
+
+
+@pytest.mark.usefixtures("brokers_serve_transactions")
+async def test_a_failed_record_then_abort_and_epoch_bump_on_real_brokers(autojump_clock):
+    """The brokers' own coordinator: a record answered with an error (injected: it is not
+    written, so its sequence leaves a gap) makes the commit fail; the abort bumps the
+    epoch (KIP-360) and the next transaction is written and read with read_committed."""
+    tp = TopicPartition("t", 1)
+    async with open_test_cluster(
+        1, topics={"t": 2}, broker_settings=SINGLE_BROKER_TXN_SETTINGS
+    ) as cluster:
+        async with txn_producer(cluster, "real") as producer:
+            with trio.fail_after(120):
+                await producer.init_transactions()
+            epoch = producer.idempotence.producer_epoch
+            producer.begin_transaction()
+            await (await producer.send("t", b"aborted", partition=1))
+            cluster.fail(ApiKey.PRODUCE, ErrorCode.INVALID_RECORD, tp=tp)
+            await producer.send("t", b"failed", partition=1)
+            with pytest.raises(TransactionError) as info:
+                await producer.commit_transaction()
+            assert info.value.txn_requires_abort
+            await producer.abort_transaction()
+            assert producer.idempotence.producer_epoch == epoch + 1
+            producer.begin_transaction()
+            await producer.send("t", b"committed", partition=1)
+            await producer.commit_transaction()
+        async with open_consumer(
+            cluster.bootstrap, connector=cluster.connector(), isolation_level="read_committed"
+        ) as consumer:
+            consumer.assign([tp])
+            consumer.seek_to_beginning([tp])
+            values: list[bytes] = []
+            with trio.move_on_after(10):
+                while not values:
+                    values += [r.value for r in await consumer.poll(500)]
+    assert values == [b"committed"]
