@@ -12,6 +12,7 @@ The last test runs on the in-process brokers themselves, once they serve transac
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from typing import Any
 
@@ -52,6 +53,7 @@ class ScriptedCoordinator:
         self.busy: dict[ApiKey, list[ErrorCode]] = defaultdict(list)  # answers to give first
         self.produce_errors: dict[TopicPartition, ErrorCode] = {}
         self.next_id = 1000
+        self.ended: list[bool] = []  # each transaction's outcome, as the coordinator took it
         # (producer id, epoch, partition) -> the next sequence the "leader" expects
         self.sequences: dict[tuple[int, int, TopicPartition], int] = defaultdict(int)
         for api, answer in {
@@ -165,6 +167,7 @@ class ScriptedCoordinator:
             code = ErrorCode.PRODUCER_FENCED if fenced else ErrorCode.NONE
         if code is ErrorCode.NONE:
             self.in_txn.clear()
+            self.ended.append(request.committed)
         return m.EndTxnResponse(throttle_time_ms=0, error_code=code)
 
     def produce(self, broker: int, request: m.ProduceRequest) -> Any:
@@ -483,6 +486,52 @@ async def test_a_consume_transform_produce_loop_commits_with_the_members_generat
     )
     assert membership.generation_id >= 1 and membership.member_id
     assert script.violations == []
+
+
+async def test_random_busy_coordinators_never_break_the_rules(autojump_clock):
+    """Twenty transactions, each committed or aborted at random, with the coordinator
+    busy, moved or loading at random before each of its answers: every partition is
+    added before it is produced to, each transaction ends once as decided, and exactly
+    the records of committed transactions are acknowledged as written in them."""
+    rng = random.Random(2028)
+    busy = [
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ]
+    apis = [ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN]
+    decisions: list[bool] = []
+    async with open_test_cluster(1, topics={"t": 3}) as cluster:
+        script = ScriptedCoordinator(cluster)
+        async with txn_producer(cluster, linger_ms=rng.choice([0, 5])) as producer:
+            await producer.init_transactions()
+            for _ in range(20):
+                for api in apis:
+                    script.busy[api] = rng.choices(busy, k=rng.randrange(3))
+                producer.begin_transaction()
+                handles = [
+                    await producer.send("t", b"x", partition=rng.randrange(3))
+                    for _ in range(rng.randrange(1, 8))
+                ]
+                if rng.random() < 0.3:
+                    await producer.send_offsets_to_transaction({("in", 0): 1}, "g")
+                commit = rng.random() < 0.5
+                decisions.append(commit)
+                if commit:
+                    await producer.commit_transaction()
+                    assert all([(await h).offset >= 0 for h in handles])
+                else:
+                    await producer.abort_transaction()
+    assert script.violations == []
+    # Each commit ends with EndTxn(commit), in order; an abort ends with EndTxn(abort)
+    # unless it came before anything was added to its transaction.
+    ended = iter(script.ended)
+    for commit in decisions:
+        if commit:
+            assert next(end for end in ended if end) is True
+    assert sum(decisions) == sum(script.ended)
+    assert len(script.ended) > sum(decisions)  # and the aborts that had begun
 
 
 # --- against the brokers' own transaction coordinator -----------------------------------
