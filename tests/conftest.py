@@ -133,6 +133,9 @@ EXPECTED_SECONDS = {
     "tests/integration/test_racks.py": 40,
     "tests/integration/test_zk_ensemble.py": 45,
     "tests/unit/test_kafka_bounds.py": 15,
+    # Skipped (1 s) until the brokers serve transactions; then a 3-broker cluster: an
+    # estimate, to be measured after the merge.
+    "tests/integration/test_txn_producer.py": 40,
 }
 
 

@@ -63,6 +63,7 @@ from client.consumer.group.coordinator import (
 from client.consumer.group.offsets import CommittedOffset, OffsetAndEpoch
 from client.consumer.subscription import EARLIEST, LATEST, NONE, SubscriptionState
 from client.metadata import DEFAULT_METADATA_MAX_AGE_MS, Metadata, open_client_nursery
+from client.producer.transactions import ConsumerGroupMetadata
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
 from client.security.secure_connector import with_security
@@ -235,6 +236,20 @@ class Consumer:
         """The group membership (None without a group_id): generation, member id, state
         in `group.membership`."""
         return self._coordinator
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group and this member's generation, member id and instance id (KIP-447):
+        what a transactional producer's `send_offsets_to_transaction` takes, so that the
+        group coordinator fences a member that is no longer in the group (Kafka's
+        `groupMetadata()`)."""
+        membership = self._group_or_error("group_metadata()").membership
+        generation = membership.generation
+        return ConsumerGroupMetadata(
+            self.group_id or "",
+            generation.generation_id,
+            generation.member_id,
+            membership.group_instance_id,
+        )
 
     def _group_or_error(self, what: str) -> ConsumerCoordinator:
         if self._coordinator is None:

@@ -13,6 +13,16 @@ Sender, TransactionManager) and aiokafka's producer package are.
   (client/inflight.py);
 - `idempotence.py`: the `IdempotenceManager`: producer id and epoch (InitProducerId),
   sequence stamping, epoch bumps and what the broker's idempotence errors mean;
+- `transactions.py`: the sans-IO `TransactionManager` (KIP-98): Kafka's transaction
+  states and transitions, the partitions to add to the transaction, pending offsets, and
+  what each coordinator answer means (`classify`: retry, find the coordinator again,
+  abortable, fatal);
+- `txn_requests.py`: `TxnRequests` (Trio): FindCoordinator, InitProducerId,
+  AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn to the coordinators,
+  and the sender's step that adds partitions before their batches are drained;
+- `transactional.py`: the transactional API of `Producer` (`init_transactions`,
+  `begin_transaction`, `send_offsets_to_transaction`, `commit_transaction`,
+  `abort_transaction`), confluent-kafka's and aiokafka's names;
 - `partitioner.py`: Kafka 2.8's default partitioner (murmur2 key hash, sticky
   partitions for keyless records), kept for callers that pass it;
 - `builtin_partitioner.py`: Kafka 3.3's built-in partitioner (KIP-794), the default:
@@ -51,11 +61,19 @@ from client.producer.errors import (
     RecordTooLargeError,
 )
 from client.producer.producer import Producer, open_producer
+from client.producer.transactions import (
+    ConsumerGroupMetadata,
+    ProducerFencedError,
+    TransactionError,
+    TransactionManager,
+    TxnState,
+)
 
 __all__ = [
     "MAX_IN_FLIGHT_FOR_IDEMPOTENCE",
     "AccumulatorConfig",
     "BatchState",
+    "ConsumerGroupMetadata",
     "DeliveryHandle",
     "DeliveryHandles",
     "DeliveryTimeoutError",
@@ -64,11 +82,15 @@ __all__ = [
     "Producer",
     "ProducerBatch",
     "ProducerClosedError",
+    "ProducerFencedError",
     "ProducerTimeoutError",
     "ReadyCheck",
     "RecordAccumulator",
     "RecordMetadata",
     "RecordTooLargeError",
+    "TransactionError",
+    "TransactionManager",
+    "TxnState",
     "idempotence_enabled",
     "open_producer",
     "parse_acks",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -252,11 +253,19 @@ class RecordAccumulator:
         self.queues[tp] = keep
 
     def drain(
-        self, cluster: ClusterView, node: int, max_request_size: int, now_ms: float
+        self,
+        cluster: ClusterView,
+        node: int,
+        max_request_size: int,
+        now_ms: float,
+        allowed: Callable[[TopicPartition], bool] | None = None,
     ) -> list[ProducerBatch]:
         """Take one ready batch per partition led by `node`, up to `max_request_size`
-        bytes (but at least one batch); mute those partitions."""
+        bytes (but at least one batch); mute those partitions. With `allowed`, only
+        from partitions it allows (a transaction's, once added to it)."""
         tps = [tp for tp, queue in self.queues.items() if queue and tp not in self.muted]
+        if allowed is not None:
+            tps = [tp for tp in tps if allowed(tp)]
         led = [tp for tp in tps if (info := cluster.leader_for(tp)) and info.leader == node]
         if not led:
             return []
@@ -327,6 +336,18 @@ class RecordAccumulator:
             if batch.state is not BatchState.DONE:
                 oldest = min(oldest, batch.created_ms)
         return oldest + self.config.delivery_timeout_ms
+
+    def queued_partitions(self) -> set[TopicPartition]:
+        """The partitions with batches waiting to be drained."""
+        return {tp for tp, queue in self.queues.items() if queue}
+
+    def abandon_undrained(self) -> list[ProducerBatch]:
+        """Every batch waiting in a queue, removed (a transaction being aborted: Kafka's
+        abortUndrainedBatches); batches in flight are left to their answers."""
+        out = [b for queue in self.queues.values() for b in queue if b.state is not BatchState.DONE]
+        for queue in self.queues.values():
+            queue.clear()
+        return out
 
     def abandon_all(self) -> list[ProducerBatch]:
         """Every unfinished batch, removed from the queues (a forced close)."""

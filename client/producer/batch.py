@@ -83,6 +83,7 @@ class ProducerBatch:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
+        self.transactional = False  # part of a transaction (the attributes' bit 4)
 
     def __repr__(self) -> str:
         return f"<batch {self.tp} records={len(self.values)} state={self.state.value}>"
@@ -129,6 +130,7 @@ class ProducerBatch:
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
+                transactional=self.transactional,
             )
         return self.payload
 

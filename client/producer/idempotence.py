@@ -68,13 +68,22 @@ class IdempotenceManager:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
+        # A transactional producer's id and epoch come from its coordinator
+        # (client/producer/txn_requests.py): no InitProducerId of its own, no local bumps.
+        self.transactional = False
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self._next_sequence: dict[TopicPartition, int] = {}
 
     @property
     def needs_producer_id(self) -> bool:
-        return self.enabled and self.producer_id < 0
+        return self.enabled and self.producer_id < 0 and not self.transactional
+
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """A producer id and epoch given by InitProducerId: sequences start over."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self._next_sequence.clear()
 
     async def init_producer_id(
         self, pool: ConnectionPool, brokers: Iterable[BrokerInfo], timeout_s: float
@@ -113,6 +122,7 @@ class IdempotenceManager:
             if batch.base_sequence >= 0 and self.is_current(batch):
                 continue  # a retry: the same bytes, the same sequence
             sequence = self._next_sequence.get(batch.tp, 0)
+            batch.transactional = self.transactional
             batch.stamp(self.producer_id, self.producer_epoch, sequence)
             self._next_sequence[batch.tp] = (sequence + batch.record_count) % SEQUENCE_MODULUS
 
@@ -124,6 +134,9 @@ class IdempotenceManager:
         """Start a new sequence space (Kafka's idempotent epoch bump, KIP-360): the next
         epoch of the same id, or a new id when the epoch is exhausted."""
         if self.producer_id < 0:
+            return
+        if self.transactional:  # the failed batch aborts the transaction instead
+            log.warning("transactional producer %d: %s", self.producer_id, why)
             return
         log.warning(
             "idempotent producer %d: bumping epoch %d after %s",

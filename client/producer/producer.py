@@ -34,6 +34,10 @@ How it works: `Producer` wires the parts and holds the API; the work is theirs:
   request lets the broker create it (when its `auto.create.topics.enable` allows) with
   the broker's `num.partitions` and `default.replication.factor`. Off by default, so a
   misspelt topic is an error rather than a new topic.
+- With a `transactional_id` (implying idempotence and acks=all) records are written in
+  transactions: `init_transactions`, `begin_transaction`, `send_offsets_to_transaction`,
+  `commit_transaction`, `abort_transaction` (client/producer/transactional.py), and
+  `send()` raises outside a transaction.
 - `flush()` makes every buffered batch ready at once and waits for the records sent
   before it; `aclose()` refuses new records, flushes and stops; `abort()` fails what is
   unfinished at once.
@@ -81,13 +85,16 @@ from client.producer.record_columns import (
     to_bytes,
 )
 from client.producer.sender import Sender, SenderConfig
+from client.producer.transactional import TransactionsApi
+from client.producer.transactions import TransactionManager
+from client.producer.txn_requests import TxnRequests
 from client.protocol.errors import TributaryError
 from client.protocol.records import BATCH_OVERHEAD, Codec
 from client.protocol.types import TopicPartition
 from client.security.secure_connector import with_security
 
 
-class Producer:
+class Producer(TransactionsApi):
     """Build with `open_producer()`; see the module docstring for how it works."""
 
     def __init__(
@@ -115,6 +122,8 @@ class Producer:
         partitioner_ignore_keys: bool = False,
         partitioner: DefaultPartitioner | BuiltInPartitioner | None = None,
         on_retry: Callable[[TopicPartition, BaseException], None] | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ) -> None:
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise ValueError(
@@ -126,6 +135,10 @@ class Producer:
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
         self.acks = parse_acks("all" if acks is None else acks)  # Kafka 3.x: acks=all
+        if transactional_id is not None:  # client/producer/transactional.py
+            if enable_idempotence is False:
+                raise ValueError("a transactional_id requires idempotence (enable_idempotence)")
+            enable_idempotence = True
         self.idempotent = idempotence_enabled(
             enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
         )
@@ -179,6 +192,7 @@ class Producer:
                 request_timeout_ms=request_timeout_ms,
                 max_in_flight=max_in_flight_requests_per_connection,
                 max_request_size=max_request_size,
+                transactional_id=transactional_id,
             ),
             self.accumulator,
             self.metadata,
@@ -186,6 +200,21 @@ class Producer:
             self.idempotence,
             on_retry,
         )
+        self.transactions = (
+            None
+            if transactional_id is None
+            else TxnRequests(
+                TransactionManager(transactional_id, transaction_timeout_ms),
+                self.idempotence,
+                pool,
+                self.metadata,
+                request_timeout_ms=request_timeout_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                max_block_ms=max_block_ms,
+            )
+        )
+        self.idempotence.transactional = self.transactions is not None
+        self.sender.transactions = self.transactions
         self._closed = False
         # Each topic's TopicPartitions, made once (making one per record costs more than
         # the rest of finding its batch).
@@ -248,6 +277,8 @@ class Producer:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
+        if self.transactions is not None:
+            self.transactions.manager.check_send()
         key_bytes = key if key is None or type(key) is bytes else to_bytes(key)
         value_bytes = value if value is None or type(value) is bytes else to_bytes(value)
         header_pairs, headers_size = header_list(headers) if headers else (NO_HEADERS, 0)
@@ -293,6 +324,8 @@ class Producer:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
+        if self.transactions is not None:
+            self.transactions.manager.check_send()
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         columns = RecordColumns.prepare(values, keys, headers, timestamp_ms)

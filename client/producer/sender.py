@@ -43,6 +43,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -57,6 +58,9 @@ from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.records import Codec
 from client.protocol.types import TopicPartition
+
+if TYPE_CHECKING:
+    from client.producer.txn_requests import TxnRequests
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,7 @@ class SenderConfig:
     request_timeout_ms: float = 30_000
     max_in_flight: int = 5  # max_in_flight_requests_per_connection
     max_request_size: int = 1_048_576
+    transactional_id: str | None = None  # a transactional producer's (Produce carries it)
 
 
 class Sender:
@@ -116,6 +121,8 @@ class Sender:
         self._wakeup = trio.Event()
         self.memory_freed = trio.Event()  # set (and replaced) whenever a batch finishes
         self.done = trio.Event()  # the sender task has stopped
+        # A transactional producer's coordinator requests (client/producer/txn_requests.py).
+        self.transactions: TxnRequests | None = None
 
     def start(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
@@ -162,6 +169,10 @@ class Sender:
                     self.metadata.request_update()
                     await trio.sleep(acc.config.retry_backoff_ms / 1000)
                 continue  # expire what waited too long, then try again
+            txn = self.transactions
+            if txn is not None and not await txn.prepare_drain(acc, self._fail_batch):
+                await trio.sleep(acc.config.retry_backoff_ms / 1000)
+                continue
             cluster = self.metadata.cluster
             check = acc.ready(cluster, now)
             if check.unknown_leaders:
@@ -184,7 +195,8 @@ class Sender:
                         waiting = True
                     continue
                 acc.update_node_latency(node, now, can_drain=True)
-                batches = acc.drain(cluster, node, self.config.max_request_size, now)
+                allowed = txn.manager.may_send if txn is not None else None
+                batches = acc.drain(cluster, node, self.config.max_request_size, now, allowed)
                 if batches and idempotence.enabled:
                     idempotence.stamp(batches)
                 if batches:
@@ -195,6 +207,8 @@ class Sender:
                     acc.update_node_latency(node, now, can_drain=False)
                 waiting = waiting or bool(check.blocked)
             wake_at = min(check.next_check_ms, acc.next_expiry_ms())
+            if txn is not None and any(map(txn.manager.needs_adding, acc.queued_partitions())):
+                wake_at = now  # batches moved to a partition not in the transaction yet
             if waiting:  # look again soon: the leader may come back, or be left out
                 recheck = min(max(acc.config.availability_timeout_ms / 4, 10), 100)
                 wake_at = min(wake_at, now + recheck)
@@ -246,6 +260,7 @@ class Sender:
                 m.ProducePartition(partition=batch.tp.partition, records=batch.encode(codec))
             )
         return m.ProduceRequest(
+            transactional_id=self.config.transactional_id,
             acks=self.config.acks,
             timeout_ms=int(self.config.request_timeout_ms),
             topics=[
@@ -376,6 +391,9 @@ class Sender:
             return
         self.finish(batch, error=error)
 
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException) -> None:
+        self.finish(batch, error=error)
+
     def finish(
         self,
         batch: ProducerBatch,
@@ -387,8 +405,8 @@ class Sender:
         """The batch's outcome: complete it (or fail it with `error`), free its memory."""
         if error is None:
             batch.complete(base_offset, log_append_time)
-        else:
-            batch.fail(error)
+        elif batch.fail(error) and self.transactions is not None:
+            self.transactions.on_batch_failed(error)
         self.accumulator.release(batch)
         self.memory_freed.set()
         self.memory_freed = trio.Event()

@@ -169,6 +169,24 @@ class ErrorCode(IntEnum):
         "The producer attempted to use a producer id which is not currently assigned to its "
         "transactional id.",
     )
+    INVALID_TRANSACTION_TIMEOUT = (
+        50,
+        False,
+        "The transaction timeout is larger than the maximum value allowed by the broker (as "
+        "configured by transaction.max.timeout.ms).",
+    )
+    CONCURRENT_TRANSACTIONS = (
+        51,
+        True,
+        "The producer attempted to update a transaction while another concurrent operation on "
+        "the same transaction was ongoing.",
+    )
+    TRANSACTION_COORDINATOR_FENCED = (
+        52,
+        False,
+        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the "
+        "current coordinator for a given producer.",
+    )
     # --- end idempotent producer ---
     # --- transactions (KIP-98, KIP-664) ---
     INVALID_TRANSACTION_TIMEOUT = (
@@ -208,6 +226,13 @@ class ErrorCode(IntEnum):
     # --- end transactions ---
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False, "Transactional Id authorization failed.")
     SECURITY_DISABLED = (54, False, "Security features are disabled.")
+    OPERATION_NOT_ATTEMPTED = (
+        55,
+        False,
+        "The broker did not attempt to execute this operation. This may happen for batched "
+        "RPCs where some operations in the batch failed, causing the broker to respond "
+        "without trying the rest.",
+    )
     KAFKA_STORAGE_ERROR = (56, True, "Disk error when trying to access log file on the disk.")
     LOG_DIR_NOT_FOUND = (
         57,
@@ -273,6 +298,11 @@ class ErrorCode(IntEnum):
         "This record has failed the validation on broker and hence will be rejected.",
     )
     THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
+    PRODUCER_FENCED = (
+        90,
+        False,
+        "There is a newer producer with the same transactionalId which fences the current one.",
+    )
     RESOURCE_NOT_FOUND = (
         91,
         False,

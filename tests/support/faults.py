@@ -11,7 +11,10 @@ For each request the injector records it, then:
   taken out of the request and answered with the error code, the others go to the real
   handler (a fetch with a partition in error is answered at once, as Kafka does); for
   other APIs, the whole request is answered with the error;
-- `delay`: the answer, whatever the broker said, leaves `seconds` after the request came.
+- `delay`: the answer, whatever the broker said, leaves `seconds` after the request came;
+- `script`: a function of the test answers requests of an API the branch's brokers do
+  not serve yet (`fn(broker_id, request)` returns the response, or None to let the
+  broker answer).
 
 Everything else is the broker's own answer. Faults concern the clients' requests; the
 cluster's own (a follower's fetch, the controller's LeaderAndIsr, UpdateMetadata and
@@ -73,6 +76,7 @@ class FaultPlan:
     def __init__(self, *, record_requests: bool = True) -> None:
         self.record_requests = record_requests
         self.faults: list[_Fault] = []
+        self.scripts: dict[ApiKey, Callable[[int, Any], Any]] = {}
         # (broker id, sent by the cluster itself, request), in arrival order
         self.requests: list[tuple[int, bool, Any]] = []
 
@@ -129,8 +133,17 @@ class FaultPlan:
             )
         )
 
+    def script(self, api: ApiKey, answer: Callable[[int, Any], Any] | None) -> None:
+        """Answer clients' requests of `api` with `answer(broker_id, request)` (None from
+        it: the broker answers); `answer=None` removes the script."""
+        if answer is None:
+            self.scripts.pop(api, None)
+        else:
+            self.scripts[api] = answer
+
     def clear_faults(self) -> None:
         self.faults.clear()
+        self.scripts.clear()
 
     def requests_of(
         self, kind: type, broker: int | None = None, *, inter_broker: bool = False
@@ -207,7 +220,11 @@ class FaultInjector:
                 await self.handler(header, request)
             return CLOSE_CONNECTION
         errors: dict[TopicPartition, ErrorCode] = {}
-        if api in _PARTITIONED:
+        script = None if inter_broker else plan.scripts.get(api)
+        scripted = script(self.broker_id, request) if script is not None else None
+        if scripted is not None:
+            outcome = scripted
+        elif api in _PARTITIONED:
             stripped, errors = self._take_partition_faults(api, request, inter_broker)
             if stripped is not None:
                 outcome = await self.handler(header, stripped)

@@ -15,7 +15,8 @@ Each module exposes `register(subparsers)` which adds its parsers and sets
 - `produce.py`, `consume.py` (with `record_format.py`, how a record is printed):
   the console producer and consumer; `producer_props.py`: their `--producer-props`
   (also perf produce's); `consumer_props.py`: consume's `--consumer-props`
-  (`client.rack`);
+  (`client.rack`); `produce_txn.py`: `produce --transactional-id` (records written in
+  transactions, committed or `--abort`ed);
 - `groups/`: `groups list|describe|reset-offsets|delete` (kafka-consumer-groups.sh; its
   own docstring names its modules);
 - `acls.py`: `acls --add|--remove|--list` (kafka-acls.sh);

@@ -41,6 +41,7 @@ from tools.commands.common import (
     run_async,
     text_or_none,
 )
+from tools.commands.produce_txn import produce_transactional
 from tools.commands.producer_props import add_producer_props, producer_props
 from tools.commands.record_format import unescape
 from tools.errors import CliError
@@ -61,7 +62,11 @@ def register(subparsers) -> None:
         "produce", help="send stdin lines as records (one record per line)"
     )
     parser.add_argument("topic", metavar="TOPIC")
-    parser.add_argument("--acks", choices=["0", "1", "all", "-1"], default="1")
+    parser.add_argument(
+        "--acks",
+        choices=["0", "1", "all", "-1"],
+        help="0, 1 or all (default 1; all with --transactional-id)",
+    )
     parser.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE")
     parser.add_argument("--partition", type=non_negative_int, metavar="P")
     parser.add_argument("--compression", choices=["none", "gzip", "lz4", "zstd"], default="none")
@@ -90,6 +95,22 @@ def register(subparsers) -> None:
         default=None,
         help="idempotent producer: retries are never written twice (Kafka's "
         "enable.idempotence; on by default with --acks all, and requires it)",
+    )
+    parser.add_argument(
+        "--transactional-id",
+        metavar="ID",
+        help="write in transactions with this transactional id (tools/commands/produce_txn.py)",
+    )
+    parser.add_argument(
+        "--transaction-size",
+        type=positive_int,
+        metavar="N",
+        help="with --transactional-id: commit every N records (default: all in one)",
+    )
+    parser.add_argument(
+        "--abort",
+        action="store_true",
+        help="with --transactional-id: abort each transaction instead of committing it",
     )
     add_bootstrap_option(parser)
     parser.set_defaults(handler=_produce)
@@ -169,6 +190,8 @@ CLI_AVAILABILITY_TIMEOUT_MS = 500
 
 
 def producer_config(args: argparse.Namespace) -> dict:
+    if args.acks is None:
+        args.acks = "all" if getattr(args, "transactional_id", None) else "1"
     config = {
         "acks": args.acks,
         "compression_type": args.compression,
@@ -211,6 +234,11 @@ def _produce(args: argparse.Namespace) -> int:
         record_separator = unescape(args.separator).encode()
         if not record_separator:
             raise CliError("--separator must not be empty", exit_code=2)
+    if args.transactional_id is not None:
+        lines = read_lines(_stdin(), record_separator)
+        return produce_transactional(args, bootstrap, config, separator, lines, RetryReporter())
+    if args.transaction_size is not None or args.abort:
+        raise CliError("--transaction-size and --abort need --transactional-id", exit_code=2)
     outcome = _Outcome()
     started = time.monotonic()
 
