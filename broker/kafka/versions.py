@@ -47,8 +47,8 @@ from broker.kafka import (
     translate_groups,
     translate_replicas,
     translate_sasl,
-    translate_txn_markers,
     translate_txn,
+    translate_txn_markers,
     translate_users,
 )
 from broker.kafka.translation import (

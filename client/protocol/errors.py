@@ -188,30 +188,7 @@ class ErrorCode(IntEnum):
         "current coordinator for a given producer.",
     )
     # --- end idempotent producer ---
-    # --- transactions (KIP-98, KIP-664) ---
-    INVALID_TRANSACTION_TIMEOUT = (
-        50,
-        False,
-        "The transaction timeout is larger than the maximum value allowed by the broker "
-        "(as configured by transaction.max.timeout.ms).",
-    )
-    CONCURRENT_TRANSACTIONS = (
-        51,
-        True,
-        "The producer attempted to update a transaction while another concurrent operation "
-        "on the same transaction was ongoing.",
-    )
-    TRANSACTION_COORDINATOR_FENCED = (
-        52,
-        False,
-        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer "
-        "the current coordinator for a given producer.",
-    )
-    OPERATION_NOT_ATTEMPTED = (
-        55,
-        False,
-        "The broker did not attempt to execute this operation.",
-    )
+    # --- transactions (KIP-98, KIP-447, KIP-664) ---
     UNSTABLE_OFFSET_COMMIT = (
         88,
         True,
@@ -298,11 +275,6 @@ class ErrorCode(IntEnum):
         "This record has failed the validation on broker and hence will be rejected.",
     )
     THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
-    PRODUCER_FENCED = (
-        90,
-        False,
-        "There is a newer producer with the same transactionalId which fences the current one.",
-    )
     RESOURCE_NOT_FOUND = (
         91,
         False,
