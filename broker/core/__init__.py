@@ -11,7 +11,8 @@ Map:
 - `group/`: the group coordinator (membership, rebalances, committed offsets);
 - `txn/`: the transaction coordinator (transactional ids, their states, markers to write);
 - `replica_manager.py`: `ReplicaManager`, every hosted partition and the purgatories:
-  produce, fetch, DeleteRecords, ListOffsets, ISR maintenance;
+  produce, fetch, DeleteRecords, ListOffsets, ISR maintenance; `leader_queries.py`:
+  its answers to OffsetForLeaderEpoch, ListOffsets and DescribeProducers;
 - `role_changes.py`: LeaderAndIsr and StopReplica applied to the replicas;
 - `replication.py`: replication's settings, counters and fetched-partition value;
 - `partition.py`: one partition replica: leader or follower, its ISR and HW;
