@@ -103,7 +103,7 @@ def consumer_fetch(rm: ReplicaManager, offset: int, isolation_level: int):
     answers: list = []
     rm.fetch_messages(
         T0,
-        FetchParams(-1, 0, 0, 1 << 20, isolation_level),
+        FetchParams(-1, 0, 0, 1 << 20, isolation_level=isolation_level),
         {TP: FetchPartitionRequest(offset, -1, 1 << 20)},
         answers.append,
     )
