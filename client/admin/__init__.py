@@ -29,6 +29,8 @@ The modules:
 - `acls.py`: `AclAdmin`: create, describe and delete ACLs (`Acl`, `AclFilter`);
 - `users.py`: `UserAdmin`: users' SCRAM credentials (KIP-554), described and altered
   (the password is salted here; only the salted password is sent), with their values;
+- `quotas.py`: `QuotaAdmin`: client quotas (KIP-546) of users, client-ids and both,
+  described and altered;
 - `results.py`: the values taken and returned (`NewTopic`, `TopicDescription`,
   `GroupDescription`...) and `GroupOffsetsError`.
 """

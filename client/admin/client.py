@@ -20,6 +20,7 @@ from client.admin.brokers import BrokerAdmin
 from client.admin.configs import ConfigAdmin
 from client.admin.groups import GroupAdmin
 from client.admin.offsets import OffsetAdmin
+from client.admin.quotas import QuotaAdmin
 from client.admin.replicas import ReplicaAdmin
 from client.admin.topics import TopicAdmin
 from client.admin.users import UserAdmin
@@ -28,7 +29,15 @@ from client.security.secure_connector import with_security
 
 
 class Admin(
-    TopicAdmin, ConfigAdmin, BrokerAdmin, ReplicaAdmin, OffsetAdmin, GroupAdmin, AclAdmin, UserAdmin
+    TopicAdmin,
+    ConfigAdmin,
+    BrokerAdmin,
+    ReplicaAdmin,
+    OffsetAdmin,
+    GroupAdmin,
+    AclAdmin,
+    UserAdmin,
+    QuotaAdmin,
 ):
     """Build with `open_admin()`; see the `client.admin` package docstring."""
 
