@@ -53,7 +53,7 @@ from typing import Any
 
 import trio
 
-from broker.broker_metrics import register_broker_metrics
+from broker.broker_metrics import register_broker_metrics, register_quota_metrics
 from broker.client_bounds import ConnectionBounds
 from broker.config import KAFKA_WIRE, BrokerConfig
 from broker.core.client_quotas import ClientQuotas, QuotaSettings
@@ -296,6 +296,7 @@ class BrokerServer:
             self.groups.coordinator,
             self.handlers.fetch_sessions,
         )
+        register_quota_metrics(self.metrics, self.quotas, self.now_ms)
 
     def _authorization(self) -> Authorization | None:
         if self.acls is None:
