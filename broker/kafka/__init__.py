@@ -23,7 +23,8 @@ version the client asked for.
   `translate_groups.py`: the group APIs; `translate_acls.py`: DescribeAcls, CreateAcls,
   DeleteAcls; `translate_sasl.py`: SaslHandshake and SaslAuthenticate, for the
   connection's SASL gate; `translate_users.py`: users' SCRAM credentials
-  (DescribeUserScramCredentials, AlterUserScramCredentials);
+  (DescribeUserScramCredentials, AlterUserScramCredentials); `translate_quotas.py`:
+  client quotas (DescribeClientQuotas, AlterClientQuotas);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 
