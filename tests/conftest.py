@@ -127,6 +127,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_scrub_repair.py": 14,
     "tests/integration/test_acls.py": 15,
     "tests/integration/test_racks.py": 27,
+    "tests/integration/test_client_quotas.py": 35,
     "tests/unit/test_kafka_bounds.py": 15,
 }
 
