@@ -149,8 +149,8 @@ def test_a_client_over_its_byte_rate_is_held_to_it_and_others_are_not(cluster):
     free_rate, throttled_rate = mib_per_s(free), mib_per_s(throttled)
     print(f"throttled client: {throttled_rate} MiB/s, the other: {free_rate} MiB/s")
     assert 0.8 <= throttled_rate <= 1.2, throttled_rate
-    # The other client is not throttled: as fast as a loaded 2-core machine lets it.
-    assert free_rate > 1.5, free_rate
+    # The other client is not throttled (well above the quota; the bound is generous).
+    assert free_rate > 3, free_rate
     throttle_ms = quota_metric(cluster, "client_quota_throttle_time_ms_total", "Produce")
     assert throttle_ms.get("throttled", 0) > 0, throttle_ms
     assert throttle_ms["free"] == 0, throttle_ms
