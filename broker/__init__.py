@@ -22,7 +22,8 @@ Map (ARCHITECTURE.md walks a produce request and an ISR shrink through it):
   `listener_sasl.py`: the SASL listeners' mechanisms and the broker's own credentials,
   from their JAAS configs; `client_bounds.py`: the connection counts, connection
   creation rate and request memory pools that bound the listeners; `txn_wiring.py`: the
-  transaction coordinator wired into a broker (service, handlers, KIP-890 verifier).
+  transaction coordinator wired into a broker (service, handlers, KIP-890 verifier);
+  `quota_gate.py`: the client quotas applied to each request (recorded, throttled).
 
 The broker imports `server_common` and `client`; never `controller`, `tools` or `spark`.
 """

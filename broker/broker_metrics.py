@@ -2,11 +2,15 @@
 
 Gauges read the replica manager and purgatories when scraped; counters come from the
 core's stats; request rates and latency histograms are fed by the network layer's
-observer returned from `register_broker_metrics`.
+observer returned from `register_broker_metrics`. `register_quota_metrics` adds the
+client quota managers' per entity rates and throttle times.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from broker.core.client_quotas import ClientQuotas, SensorSnapshot
 from broker.core.fetch_sessions import FetchManager
 from broker.core.group.coordinator import GroupCoordinator
 from broker.core.metadata_cache import MetadataCache
@@ -233,4 +237,46 @@ def _register_fetch_session_metrics(reg: MetricsRegistry, manager: FetchManager)
         "fetch requests per kind of fetch session context: sessionless, full (may create "
         "a session), incremental, error (unknown session or wrong epoch)",
         lambda: [({"kind": kind}, count) for kind, count in manager.served.items()],
+    )
+
+
+QUOTA_TYPES = (("Produce", "produce"), ("Fetch", "fetch"), ("Request", "request"))
+
+
+def register_quota_metrics(
+    reg: MetricsRegistry, quotas: ClientQuotas, clock: Callable[[], int]
+) -> None:
+    """Kafka's per quota entity metrics (type Produce, Fetch, Request; tags user and
+    client-id as the quota that applies groups them): the rate (byte-rate, bytes/s;
+    request-time, % of one thread) and the throttle time handed out."""
+
+    def per_sensor(read: Callable[[SensorSnapshot], float]) -> Callable[[], list]:
+        def samples() -> list:
+            now = clock()
+            return [
+                (
+                    {"quota_type": quota_type, "user": s.user, "client_id": s.client_id},
+                    read(s),
+                )
+                for quota_type, attribute in QUOTA_TYPES
+                for s in getattr(quotas, attribute).snapshot(now)
+            ]
+
+        return samples
+
+    reg.gauge(
+        "client_quota_rate",
+        "byte-rate (Produce, Fetch: bytes/s) or request-time (Request: % of one thread) "
+        "per quota entity, over the quota windows",
+        per_sensor(lambda s: s.rate),
+    )
+    reg.counter_of(
+        "client_quota_throttle_time_ms_total",
+        "throttle-time handed out per quota entity, ms as a running total",
+        per_sensor(lambda s: s.throttle_ms_total),
+    )
+    reg.counter_of(
+        "client_quota_throttled_responses_total",
+        "responses throttled per quota entity",
+        per_sensor(lambda s: s.throttled),
     )

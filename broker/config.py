@@ -439,6 +439,20 @@ BROKER_CONFIG = ConfigDef(
             "host:count,... per-address limits replacing max.connections.per.ip",
         ),
         ConfigKey(
+            "quota.window.num",
+            "int",
+            11,
+            "client quotas: the number of windows a client's rate is measured over",
+            at_least(2),
+        ),
+        ConfigKey(
+            "quota.window.size.seconds",
+            "int",
+            1,
+            "client quotas: the length of one of those windows",
+            at_least(1),
+        ),
+        ConfigKey(
             "connections.max.idle.ms",
             "int",
             600_000,

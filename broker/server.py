@@ -55,9 +55,10 @@ from typing import Any
 
 import trio
 
-from broker.broker_metrics import register_broker_metrics
+from broker.broker_metrics import register_broker_metrics, register_quota_metrics
 from broker.client_bounds import ConnectionBounds
 from broker.config import KAFKA_WIRE, BrokerConfig
+from broker.core.client_quotas import ClientQuotas, QuotaSettings
 from broker.core.fetch_sessions import FetchManager, FetchSessionCache
 from broker.core.log.config import LogConfig
 from broker.core.log.manager import LogManager
@@ -73,6 +74,7 @@ from broker.kafka import versions as kafka_versions
 from broker.kafka.dispatcher import KafkaDispatcher
 from broker.kafka.wire import KafkaServerConnection
 from broker.listener_sasl import inter_broker_authenticates, inter_broker_security, sasl_factory
+from broker.quota_gate import QuotaGate
 from broker.tasks.background import BackgroundTasks, Intervals
 from broker.tasks.fetcher import FetcherContext, FetcherManager
 from broker.tasks.group_service import GroupService, group_config
@@ -83,6 +85,7 @@ from broker.zookeeper.acls import AclStore
 from broker.zookeeper.broker_configs import BrokerConfigs
 from broker.zookeeper.controlled_shutdown import ShutdownSettings, controlled_shutdown
 from broker.zookeeper.gateway import BrokerZkGateway
+from broker.zookeeper.quota_configs import QuotaConfigStore
 from broker.zookeeper.registration import BrokerIdentity, Registration
 from broker.zookeeper.topic_configs import TopicConfigs
 from client.security.secure_connector import secure_connector
@@ -149,6 +152,14 @@ class BrokerServer:
         # (`self.user_credentials.cache`), reloaded on every users/ change notification.
         self.user_credentials = UserCredentials(self.gateway.zk)
         self.topic_configs.on_user_change = self.user_credentials.reload
+        # Client quotas (/config/users, /config/clients), applied to every request by
+        # the quota gate and reloaded on every users/ or clients/ change notification.
+        self.quotas = ClientQuotas(
+            QuotaSettings(config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
+        )
+        self.quota_configs = QuotaConfigStore(self.gateway, self.quotas.configs)
+        self.topic_configs.on_quota_change = self.quota_configs.reload
+        self.quota_gate = QuotaGate(self.quotas, self.now_ms)
         self.background = BackgroundTasks(
             self.broker_id,
             self.gateway,
@@ -290,6 +301,7 @@ class BrokerServer:
             self.groups.coordinator,
             self.handlers.fetch_sessions,
         )
+        register_quota_metrics(self.metrics, self.quotas, self.now_ms)
 
     def _authorization(self) -> Authorization | None:
         if self.acls is None:
@@ -396,6 +408,7 @@ class BrokerServer:
                     )
                 await self.registration.register()
                 await self.user_credentials.load()  # before a listener serves a login
+                await self.quota_configs.load()
                 serving = trio.CancelScope()
                 nursery.start_soon(self._serve, listeners, serving)
                 await nursery.start(self.fetchers.run)
@@ -406,6 +419,7 @@ class BrokerServer:
                 await nursery.start(self.topic_configs.watch_changes)  # dynamic topic configs
                 # Again, now that the watcher runs: a change between the two loads is seen.
                 await self.user_credentials.load()
+                await self.quota_configs.load()
                 nursery.start_soon(self.registration.keep_registered)
                 log.info(
                     "broker %d serving %s, log dir %s",
@@ -474,8 +488,11 @@ class BrokerServer:
         idle_timeout_s = None if idle_ms < 0 else idle_ms / 1000
 
         def connection_handler(listener: str) -> Callable[[trio.abc.Stream], Awaitable[None]]:
-            async def serve_request(header, request):
+            async def handle_request(header, request):
                 return await self.handlers.handle(header, request, listener)
+
+            async def serve_request(header, request):
+                return await self.quota_gate.serve(header, request, handle_request)
 
             # handler(header, request): the header is what this listener's wire decodes,
             # the native RequestHeader or the KafkaHeader the Kafka dispatcher translates.

@@ -45,6 +45,11 @@ as the handler's gate (server_common/security/sasl_gate.py); before the connecti
 authenticated, a request the wire answers without serving (an unreadable body, an
 unsupported version other than ApiVersions') is answered and the connection closed.
 
+Quotas: a handler that finds its client over a quota (broker/quota_gate.py) throttles
+the connection (`CONNECTION_THROTTLE`, Kafka 2.x's muted channel): until the throttle
+time is up the reader reads and serves nothing more from it and the writer holds the
+answers, the throttled one first.
+
 Errors say whose fault they are: a request whose header was readable but whose body
 was not is answered with an error code; broken framing (garbage, a frame over the size
 limit) closes this connection with one log line. A bug in a handler answers
@@ -237,6 +242,32 @@ Observer = Callable[[int, float, int, int], None]  # api_key, seconds, bytes in,
 CLIENT_ADDRESS: contextvars.ContextVar[str] = contextvars.ContextVar("client_address", default="?")
 
 
+class ConnectionThrottle:
+    """When a throttled connection may be served again (Kafka 2.x's muted channel): a
+    handler that found its client over a quota calls `throttle(ms)`; until then the
+    connection reads and serves nothing more from the peer and holds its responses."""
+
+    __slots__ = ("until",)
+
+    def __init__(self) -> None:
+        self.until = 0.0  # trio.current_time() when the throttle ends
+
+    def throttle(self, ms: int) -> None:
+        if ms > 0:
+            self.until = max(self.until, trio.current_time() + ms / 1000)
+
+    async def wait(self) -> None:
+        """Return once the connection is no longer throttled."""
+        if self.until > trio.current_time():
+            await trio.sleep_until(self.until)
+
+
+# The throttle of the connection whose request is being handled (set per connection).
+CONNECTION_THROTTLE: contextvars.ContextVar[ConnectionThrottle | None] = contextvars.ContextVar(
+    "connection_throttle", default=None
+)
+
+
 def client_host() -> str:
     """The host part of the current request's client address."""
     address = CLIENT_ADDRESS.get()
@@ -270,6 +301,8 @@ async def serve_connection(
     read further (Kafka's `sasl.server.max.receive.size`)."""
     peer = _peer_name(stream)
     CLIENT_ADDRESS.set(peer)
+    throttle = ConnectionThrottle()
+    CONNECTION_THROTTLE.set(throttle)
     if tls is not None:
         secured = await accept_tls(stream, tls, tls_handshake_timeout_s, peer)
         if secured is None:
@@ -335,6 +368,7 @@ async def serve_connection(
         """Read and dispatch until the peer is done; True if a handler asked to close."""
         async with send_queue:
             while True:
+                await throttle.wait()  # a throttled connection reads nothing (muted)
                 try:
                     data = await receive()
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -380,6 +414,7 @@ async def serve_connection(
                         continue
                     header, request = event
                     del event
+                    await throttle.wait()  # nor serves what it had read already
                     started = time.perf_counter()
                     outcome = await _call_handler(handle, header, request, peer)
                     del request
@@ -409,6 +444,7 @@ async def serve_connection(
                 else:
                     if isinstance(outcome, Reply):
                         outcome = await outcome.wait()
+                    await throttle.wait()  # a throttled answer leaves when its time is up
                     payload = _encode(protocol, header, outcome)
                 try:
                     if isinstance(payload, FrameParts):

@@ -27,6 +27,9 @@ CONFIG_BROKERS = "/config/brokers"
 BROKER_DEFAULT_ENTITY = "<default>"
 # Users' configs (SCRAM credentials): /config/users/<sanitized user>.
 CONFIG_USERS = "/config/users"
+# Client quotas (Kafka 2.8): /config/users/<u>, /config/users/<u>/clients/<c> and
+# /config/clients/<c>, <default> for the defaults, names sanitized as users' are.
+CONFIG_CLIENTS = "/config/clients"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -139,6 +142,11 @@ def user_config_path(user: str) -> str:
     if user in (".", ".."):
         raise ZkDataError(f"user name {user!r} cannot be a znode name")
     return f"{CONFIG_USERS}/{sanitize_entity_name(user)}"
+
+
+def entity_config_path(entity_path: str) -> str:
+    """/config/<entity path> (`users/alice/clients/<default>`, `clients/c1`...)."""
+    return f"/config/{entity_path}"
 
 
 def delete_topic_path(topic: str) -> str:

@@ -37,6 +37,10 @@ Map:
   answer, consumer reads counted by role, followers' HW moves waking waiting fetches);
 - `scram_users.py`: users' SCRAM credentials as the KIP-554 admin APIs check, change
   and describe them;
+- `quota_rate.py`: Kafka's sampled rate and throttle time; `quota_entities.py`: client
+  quota entities and which one applies to a (user, client-id); `client_quotas.py`: the
+  produce, fetch and request quota managers; `quota_admin.py`: the client quota admin
+  APIs' checks (KIP-546);
 - `producer_ids.py`: idempotent producers' ids, from blocks claimed in ZooKeeper;
 - `scrub.py`: the scrubber's decisions (what to check next, how to repair);
 - `errors.py`: `PartitionError`, a Kafka error code with a message.

@@ -34,6 +34,8 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
   brokers (dynamic broker configs);
 - `users.py`: DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554),
   users' SCRAM credentials in /config/users;
+- `quotas.py`: DescribeClientQuotas and AlterClientQuotas (KIP-546), client quotas in
+  /config/users and /config/clients;
 - `elections.py`: ElectLeaders (preferred); `reassignments.py`: Alter- and
   ListPartitionReassignments; both write the /admin znodes the controller watches;
 - `groups.py`: the consumer group APIs (`GROUP_APIS`), over the group coordinator
@@ -73,6 +75,7 @@ from broker.handlers.metadata import MetadataHandlers
 from broker.handlers.metadata_changes import MetadataChanges
 from broker.handlers.producer_ids import ProducerIdHandlers
 from broker.handlers.producers import ProducerHandlers
+from broker.handlers.quotas import QuotaHandlers
 from broker.handlers.reassignments import ReassignmentHandlers
 from broker.handlers.topics import TopicDefaults, TopicHandlers
 from broker.handlers.txn_markers import TxnMarkerHandlers
@@ -146,6 +149,7 @@ class RequestHandlers:
         self.elections = ElectionHandlers(gateway, metadata_cache, metadata_changes)
         self.reassignments = ReassignmentHandlers(gateway)
         self.users = UserHandlers(gateway)
+        self.quotas = QuotaHandlers(gateway)
         self.groups = groups
         data, controller = self.data_plane, self.controller_requests
         # API key -> handler(request), for every API but Metadata and the group APIs
@@ -180,6 +184,8 @@ class RequestHandlers:
             ApiKey.DELETE_ACLS: self.acls.delete_acls,
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.users.describe_user_scram_credentials,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.users.alter_user_scram_credentials,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: self.quotas.describe_client_quotas,
+            ApiKey.ALTER_CLIENT_QUOTAS: self.quotas.alter_client_quotas,
         }
 
     def add_handlers(self, handlers: dict[int, Callable[[Any], Awaitable[object]]]) -> None:

@@ -582,6 +582,8 @@ _RULES: dict[int, Callable[[Check, Any, Call], Awaitable[Any]]] = {
     ApiKey.DELETE_ACLS: cluster(Op.ALTER),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: cluster(Op.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: cluster(Op.ALTER),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: cluster(Op.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: cluster(Op.ALTER_CONFIGS),
     **GROUP_RULES,
     **TXN_RULES,
 }

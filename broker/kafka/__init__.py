@@ -26,7 +26,8 @@ version the client asked for.
   (DescribeUserScramCredentials, AlterUserScramCredentials); `translate_txn.py`: the
   transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
   Describe/ListTransactions); `translate_txn_markers.py`: WriteTxnMarkers (the
-  transaction coordinator's markers);
+  transaction coordinator's markers); `translate_quotas.py`: client quotas
+  (DescribeClientQuotas, AlterClientQuotas);
 - `versions.py`: merges the translate modules' tables, with ApiVersions, into what
   ApiVersions advertises and the decoder accepts.
 

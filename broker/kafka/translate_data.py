@@ -55,6 +55,7 @@ from broker.kafka.translation import (
     ms_of,
     response_class,
     schema_class,
+    timedelta_ms,
 )
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
@@ -196,13 +197,15 @@ def _produce_to_native(request: Any, header: KafkaHeader) -> m.ProduceRequest:
     )
 
 
-def _produce_response(version: int, topics: list[tuple[str, list[dict]]]) -> Any:
+def _produce_response(
+    version: int, topics: list[tuple[str, list[dict]]], throttle_ms: int = 0
+) -> Any:
     cls = response_class(ApiKey.PRODUCE, version)
     topic_cls = schema_class(cls, "TopicProduceResponse")
     partition_cls = schema_class(cls, "PartitionProduceResponse")
     return build(
         cls,
-        throttle_time=ZERO_MS,
+        throttle_time=timedelta_ms(throttle_ms),
         responses=tuple(
             build(
                 topic_cls,
@@ -236,6 +239,7 @@ def _produce_from_native(response: m.ProduceResponse, version: int) -> Any:
             )
             for t in response.topics
         ],
+        response.throttle_time_ms,  # a client over its quota (broker/quota_gate.py)
     )
 
 
@@ -328,13 +332,14 @@ def _fetch_response(
     code: int,
     topics: list[tuple[str, uuid.UUID | None, list[dict]]],
     session_id: int = 0,
+    throttle_ms: int = 0,
 ) -> Any:
     cls = response_class(ApiKey.FETCH, version)
     topic_cls = schema_class(cls, "FetchableTopicResponse")
     partition_cls = schema_class(cls, "PartitionData")
     return build(
         cls,
-        throttle_time=ZERO_MS,
+        throttle_time=timedelta_ms(throttle_ms),
         error_code=kafka_error(code),
         session_id=session_id,
         responses=tuple(
@@ -379,6 +384,7 @@ def _fetch_from_native(response: m.FetchResponse, version: int) -> Any:
             for t in response.topics
         ],
         response.session_id,
+        response.throttle_time_ms,  # a consumer over its quota (broker/quota_gate.py)
     )
 
 

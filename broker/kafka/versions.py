@@ -3,7 +3,7 @@ what the decoder accepts.
 
 How it works: every translate module (translate_data.py, translate_admin.py,
 translate_configs.py, translate_groups.py, translate_users.py, translate_sasl.py,
-translate_txn.py)
+translate_txn.py, translate_txn_markers.py, translate_quotas.py)
 exposes `TRANSLATIONS: dict[int, Translation]`, each entry with the version range its
 functions translate correctly; none of them imports this module.
 `translations()` merges them with ApiVersions' own translation (here: its answer is the
@@ -45,6 +45,7 @@ from broker.kafka import (
     translate_configs,
     translate_data,
     translate_groups,
+    translate_quotas,
     translate_replicas,
     translate_sasl,
     translate_txn,
@@ -104,6 +105,7 @@ def translations() -> dict[int, Translation]:
         translate_users,
         translate_txn_markers,
         translate_txn,
+        translate_quotas,
     ):
         for api_key, translation in module.TRANSLATIONS.items():
             if api_key in merged:

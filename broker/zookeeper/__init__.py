@@ -9,6 +9,8 @@
   from /config/topics, kept up to date from /config/changes;
 - `broker_configs.py`: `BrokerConfigs`, this broker's dynamic configs from
   /config/brokers/<id> and /config/brokers/<default>, applied live when they change;
+- `quota_configs.py`: `QuotaConfigStore`, the client quotas of /config/users and
+  /config/clients loaded into the quota managers' configs and kept up to date;
 - `acls.py`: `AclStore`, the ACLs of /kafka-acl and /kafka-acl-extended loaded into the
   authorizer and kept up to date from their change notifications, and the conditional
   writes of CreateAcls/DeleteAcls;

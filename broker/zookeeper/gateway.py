@@ -238,6 +238,41 @@ class BrokerZkGateway:
             f"users/{zkdata.sanitize_entity_name(user)}",
         )
 
+    # -- client quotas (users, client-ids and both) ---------------------------------------
+    async def quota_entity_paths(self) -> list[str]:
+        """Every entity path under /config/users and /config/clients: `users/<u>`,
+        `users/<u>/clients/<c>`, `clients/<c>` (names as ZooKeeper holds them)."""
+        paths = []
+        for user in await self.zk.get_children_or_empty(zkdata.CONFIG_USERS):
+            paths.append(f"users/{user}")
+            clients = await self.zk.get_children_or_empty(f"{zkdata.CONFIG_USERS}/{user}/clients")
+            paths.extend(f"users/{user}/clients/{client}" for client in clients)
+        for client in await self.zk.get_children_or_empty(zkdata.CONFIG_CLIENTS):
+            paths.append(f"clients/{client}")
+        return paths
+
+    async def entity_configs(self, entity_paths: list[str]) -> dict[str, dict[str, str]]:
+        """The configs of `entity_paths` (/config/<path>; {} where there is none)."""
+        return await self._entity_configs(entity_paths, zkdata.entity_config_path, "entity")
+
+    async def set_entity_config(self, entity_path: str, config: dict[str, str]) -> None:
+        """Replace /config/<entity_path> (a quota entity's) and announce it; a
+        user+client-id entity's user znode is created first, with no config, if missing
+        (Kafka's AdminZkClient.changeUserOrUserClientIdConfig)."""
+        parts = entity_path.split("/")
+        if len(parts) == 4:
+            try:
+                await self.zk.create(
+                    zkdata.entity_config_path("/".join(parts[:2])),
+                    zkdata.encode_user_config({}),
+                    makepath=True,
+                )
+            except NodeExistsError:
+                pass
+        await self._replace_and_announce(
+            zkdata.entity_config_path(entity_path), zkdata.encode_user_config(config), entity_path
+        )
+
     async def _replace_and_announce(self, path: str, data: bytes, entity_path: str) -> None:
         """Write a config znode (creating it if needed), then add the sequential
         /config/changes/config_change_ znode every broker watches, naming `entity_path`."""

@@ -21,7 +21,8 @@ started are already reflected in what `ensure_loaded` reads), re-reads the named
 topics' configs and applies them through `on_loaded`: a running log picks up, e.g., a
 new `retention.ms` at its next retention check, without a restart. Broker entities are
 handed to `on_broker_change` (broker_configs.py reloads its layers), user entities to
-`on_user_change` (`UserCredentials.reload` re-reads their SCRAM credentials).
+`on_user_change` (`UserCredentials.reload` re-reads their SCRAM credentials), user and
+client-id entities to `on_quota_change` (quota_configs.py re-reads their quotas).
 
 Notifications are deleted once they are older than `change_expiration_ms` (15 minutes,
 Kafka's ZkNodeChangeNotificationListener changeExpirationMs), so /config/changes does not
@@ -69,6 +70,7 @@ class TopicConfigs:
         self._overrides: dict[str, dict[str, str]] = {}
         self.on_broker_change: Callable[[list[str]], Awaitable[None]] | None = None
         self.on_user_change: Callable[[list[str]], Awaitable[None]] | None = None
+        self.on_quota_change: Callable[[list[str]], Awaitable[None]] | None = None
 
     def log_config_for(self, topic: str) -> LogConfig:
         return self._configs.get(topic, self.default)
@@ -184,7 +186,14 @@ class TopicConfigs:
             await self.on_broker_change(brokers)
         users = sorted({e.split("/", 1)[1] for e in entities if e.startswith("users/")})
         if users and self.on_user_change is not None:
-            await self.on_user_change(users)
+            # SCRAM credentials are a user's own (not a user+client-id entity's).
+            if scram_users := [u for u in users if "/" not in u]:
+                await self.on_user_change(scram_users)
+        quota_entities = sorted(
+            {e for e in entities if e.startswith("users/") or e.startswith("clients/")}
+        )
+        if quota_entities and self.on_quota_change is not None:
+            await self.on_quota_change(quota_entities)
         topics = sorted({e.split("/", 1)[1] for e in entities if e.startswith("topics/")})
         if not topics:
             return

@@ -32,6 +32,8 @@ The modules:
 - `transactions.py`: `TransactionAdmin`: list transactions (every broker) and describe
   one (its coordinator), KIP-664, with their values (`TransactionListing`,
   `TransactionDescription`);
+- `quotas.py`: `QuotaAdmin`: client quotas (KIP-546) of users, client-ids and both,
+  described and altered;
 - `results.py`: the values taken and returned (`NewTopic`, `TopicDescription`,
   `GroupDescription`...) and `GroupOffsetsError`.
 """

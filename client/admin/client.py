@@ -20,6 +20,7 @@ from client.admin.brokers import BrokerAdmin
 from client.admin.configs import ConfigAdmin
 from client.admin.groups import GroupAdmin
 from client.admin.offsets import OffsetAdmin
+from client.admin.quotas import QuotaAdmin
 from client.admin.replicas import ReplicaAdmin
 from client.admin.topics import TopicAdmin
 from client.admin.transactions import TransactionAdmin
@@ -38,6 +39,7 @@ class Admin(
     AclAdmin,
     UserAdmin,
     TransactionAdmin,
+    QuotaAdmin,
 ):
     """Build with `open_admin()`; see the `client.admin` package docstring."""
 

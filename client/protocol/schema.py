@@ -2,10 +2,10 @@
 
 How it works:
 - `@struct` turns a class into a frozen, slotted, keyword-only dataclass and compiles its
-  annotations into a `StructSchema`. Supported field types: `int` (signed 64-bit), `bool`,
-  `str`, `bytes`, `T | None` (nullable), `list[T]` and any other `@struct` class. A field
-  with a default (use `empty_list()` for `= []`) may be absent on the wire; a field without
-  one is required. A message is therefore a few lines:
+  annotations into a `StructSchema`. Supported field types: `int` (signed 64-bit),
+  `float` (a double), `bool`, `str`, `bytes`, `T | None` (nullable), `list[T]` and any
+  other `@struct` class. A field with a default (use `empty_list()` for `= []`) may be
+  absent on the wire; a field without one is required. A message is therefore a few lines:
 
       @struct
       class FetchTopic:
@@ -52,6 +52,7 @@ _SCHEMA_ATTR = "__struct_schema__"
 
 class Kind(enum.Enum):
     INT = "int"
+    FLOAT = "float"  # a double (KIP-546's quota values)
     BOOL = "bool"
     STR = "str"
     BYTES = "bytes"
@@ -182,7 +183,13 @@ def to_plain(value: Any) -> Any:
 
 # --- annotations -> TypeSpec -------------------------------------------------------------
 
-_PRIMITIVES = {int: Kind.INT, bool: Kind.BOOL, str: Kind.STR, bytes: Kind.BYTES}
+_PRIMITIVES = {
+    int: Kind.INT,
+    float: Kind.FLOAT,
+    bool: Kind.BOOL,
+    str: Kind.STR,
+    bytes: Kind.BYTES,
+}
 
 
 def _type_spec(annotation: Any, where: str) -> TypeSpec:
@@ -246,6 +253,12 @@ def _decode_int(value: Any) -> int:
     return value
 
 
+def _decode_float(value: Any) -> float:
+    if type(value) is not float:
+        raise _mismatch("float", value)
+    return value
+
+
 def _decode_bool(value: Any) -> bool:
     if type(value) is not bool:
         raise _mismatch("bool", value)
@@ -266,11 +279,13 @@ def _decode_bytes(value: Any) -> bytes:
 
 _PRIMITIVE_DECODERS: dict[Kind, Decoder] = {
     Kind.INT: _decode_int,
+    Kind.FLOAT: _decode_float,
     Kind.BOOL: _decode_bool,
     Kind.STR: _decode_str,
     Kind.BYTES: _decode_bytes,
 }
 _PRIMITIVE_TYPES: dict[Kind, type] = {
+    Kind.FLOAT: float,
     Kind.BOOL: bool,
     Kind.STR: str,
     Kind.BYTES: bytes,

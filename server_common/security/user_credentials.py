@@ -39,7 +39,7 @@ async def read_entity_configs(
     configs: dict[str, dict[str, str]] = {}
     for entity, path, result in zip(entities, paths, await zk.get_many(paths), strict=True):
         configs[entity] = {}
-        if result is not None:
+        if result is not None and result[0]:  # a parent created empty holds no config
             try:
                 configs[entity] = zkdata.decode_entity_config(path, result[0])
             except zkdata.ZkDataError as exc:

@@ -105,7 +105,7 @@ def test_users_scram_credentials_alter_describe_delete(run, runner):
             ],
             "expected MECHANISM=",
         ),
-        (["--delete-config", "producer_byte_rate"], "not a user config"),
+        (["--delete-config", "SCRAM-SHA-1"], "not a user config"),
         ([], "needs --add-config or --delete-config"),
         (
             [

@@ -42,6 +42,8 @@ def value_strategy(spec: TypeSpec) -> st.SearchStrategy:
     """Values of one wire type, edge cases included (int64 bounds, empty, nil)."""
     if spec.kind is Kind.INT:
         base: st.SearchStrategy = st.integers(INT64_MIN, INT64_MAX)
+    elif spec.kind is Kind.FLOAT:
+        base = st.floats(allow_nan=False)
     elif spec.kind is Kind.BOOL:
         base = st.booleans()
     elif spec.kind is Kind.STR:

@@ -11,7 +11,8 @@ Each module exposes `register(subparsers)` which adds its parsers and sets
 - `topics.py`, `configs.py`, `partitions.py`, `leaders.py`: topics, their configs,
   reassignments and preferred leader elections (kafka-topics.sh, kafka-configs.sh,
   kafka-reassign-partitions.sh, kafka-leader-election.sh); `user_configs.py`:
-  `configs ... --entity-type users`, users' SCRAM credentials;
+  `configs ... --entity-type users`, users' SCRAM credentials; `quota_configs.py`:
+  `configs ... --entity-type clients|users`, client quotas;
 - `produce.py`, `consume.py` (with `record_format.py`, how a record is printed):
   the console producer and consumer; `producer_props.py`: their `--producer-props`
   (also perf produce's); `consumer_props.py`: consume's `--consumer-props`

@@ -13,7 +13,9 @@ k=v[,k=v]` sets, `--delete-config k[,k]` removes. The broker validates (names, v
 read-only broker configs, min.insync.replicas against the replication factor), writes
 /config/topics/<t> or /config/brokers/<id|<default>> and announces the change under
 /config/changes, which every broker watches and applies without a restart.
-`--entity-type users` (users' SCRAM credentials) is user_configs.py's.
+`--entity-type users` (users' SCRAM credentials) is user_configs.py's; client quotas
+(`--entity-type clients|users` with quota configs, `--user`, `--client`) are
+quota_configs.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import argparse
 
 from client.admin import ConfigEntry, open_admin
-from tools.commands import user_configs
+from tools.commands import quota_configs, user_configs
 from tools.commands.common import (
     add_bootstrap_option,
     bootstrap_of,
@@ -35,7 +37,9 @@ from tools.errors import CliError
 def _add_entity_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", metavar="T", help="the topic (same as --entity-type topics)")
     parser.add_argument(
-        "--entity-type", choices=("topics", "brokers", "users"), help="topics, brokers or users"
+        "--entity-type",
+        choices=("topics", "brokers", "users", "clients"),
+        help="topics, brokers, users or clients",
     )
     parser.add_argument(
         "--entity-name", metavar="NAME", help="a topic name, a broker id or a user name"
@@ -43,8 +47,10 @@ def _add_entity_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--entity-default",
         action="store_true",
-        help="the cluster-wide broker defaults (with --entity-type brokers)",
+        help="the cluster-wide broker defaults (with --entity-type brokers), the default "
+        "user's or client-id's quotas (with users, clients)",
     )
+    quota_configs.add_quota_entity_options(parser)
 
 
 def register(subparsers) -> None:
@@ -104,7 +110,13 @@ def _entity(args: argparse.Namespace) -> tuple[str | None, int | None, str]:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    if quota_configs.wants_quotas(args):
+        return quota_configs.describe_quotas(args)
     if args.entity_type == "users":
+        if args.entity_name is not None or args.entity_default:
+            quota_configs.describe_quotas(args)
+        if args.entity_default:
+            return 0
         return user_configs.describe_users(args)
     topic, broker_id, label = _entity(args)
     bootstrap = bootstrap_of(args)
@@ -152,6 +164,10 @@ def _split(items: list[str]) -> list[str]:
 
 
 def _alter(args: argparse.Namespace) -> int:
+    if quota_configs.wants_quotas(args) or (
+        args.entity_type == "users" and quota_configs.is_quota_change(args)
+    ):
+        return quota_configs.alter_quotas(args)
     if args.entity_type == "users":
         return user_configs.alter_users(args)
     topic, broker_id, label = _entity(args)

@@ -1,8 +1,9 @@
 """`--producer-props k=v ...` (Kafka's flag of kafka-producer-perf-test.sh): producer
 settings by their Kafka names, for the settings that have no flag of their own.
 
-How it works: each `name=value` is checked against the settings known here (the KIP-794
-partitioner's) and converted to `open_producer`'s keyword (Kafka's name in snake_case)
+How it works: each `name=value` is checked against the settings known here (`client.id`, the
+client-id the brokers see in every request header and apply client quotas to, and the
+KIP-794 partitioner's) and converted to `open_producer`'s keyword (Kafka's name in snake_case)
 and type; an unknown name or a bad value is a usage error (exit 2) naming what is
 accepted.
 """
@@ -30,7 +31,14 @@ def _milliseconds(text: str) -> int:
     return value
 
 
+def _client_id(text: str) -> str:
+    if len(text) > 255:
+        raise ValueError("at most 255 characters")
+    return text
+
+
 SETTINGS: dict[str, Callable[[str], Any]] = {
+    "client.id": _client_id,  # the request header's client-id (client quotas)
     "partitioner.adaptive.partitioning.enable": _boolean,
     "partitioner.availability.timeout.ms": _milliseconds,
     "partitioner.ignore.keys": _boolean,

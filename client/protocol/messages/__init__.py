@@ -18,6 +18,7 @@ The modules, one per family of APIs (each section headed with the API's name and
 - `groups.py`: the consumer group APIs, FindCoordinator to DeleteGroups;
 - `sasl.py`: authentication: SaslHandshake and SaslAuthenticate;
 - `users.py`: DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554);
+- `quotas.py`: DescribeClientQuotas and AlterClientQuotas (KIP-546), client quotas;
 - `controller.py`: controller to broker: LeaderAndIsr, StopReplica, UpdateMetadata, and
   ControlledShutdown (broker to controller);
 - `acls.py`: the ACL admin APIs: DescribeAcls, CreateAcls, DeleteAcls;
@@ -147,6 +148,22 @@ from client.protocol.messages.metadata import (
     MetadataResponseBroker,
     MetadataResponsePartition,
     MetadataResponseTopic,
+)
+from client.protocol.messages.quotas import (
+    MATCH_ANY,
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    AlterClientQuotasEntry,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    AlterClientQuotasResult,
+    ClientQuotaEntityComponent,
+    ClientQuotaOp,
+    ClientQuotaValue,
+    DescribeClientQuotasComponent,
+    DescribeClientQuotasEntry,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
 )
 from client.protocol.messages.registry import (
     REGISTRY,
@@ -303,6 +320,20 @@ from client.protocol.messages.users import (
 )
 
 __all__ = [
+    "MATCH_ANY",
+    "MATCH_DEFAULT",
+    "MATCH_EXACT",
+    "AlterClientQuotasEntry",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
+    "AlterClientQuotasResult",
+    "ClientQuotaEntityComponent",
+    "ClientQuotaOp",
+    "ClientQuotaValue",
+    "DescribeClientQuotasComponent",
+    "DescribeClientQuotasEntry",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "AbortedTransaction",
     "AddOffsetsToTxnRequest",
     "AddOffsetsToTxnResponse",

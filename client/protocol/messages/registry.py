@@ -70,6 +70,12 @@ from client.protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from client.protocol.messages.quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from client.protocol.messages.replicas import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -203,6 +209,8 @@ REGISTRY = ApiRegistry(
             AlterUserScramCredentialsRequest,
             AlterUserScramCredentialsResponse,
         ),
+        (ApiKey.DESCRIBE_CLIENT_QUOTAS, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+        (ApiKey.ALTER_CLIENT_QUOTAS, AlterClientQuotasRequest, AlterClientQuotasResponse),
     ]
 )
 

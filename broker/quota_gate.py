@@ -1,0 +1,125 @@
+"""Client quotas applied to requests: record what each client used, throttle it.
+
+How it works (Kafka 2.8's KafkaApis with its quota managers): `QuotaGate.serve` is
+between a connection and the broker's handlers (both wire protocols; after the SASL
+gate, so the principal is the authenticated user, User:ANONYMOUS without one, and the
+client-id is the request header's). It times the handler (Kafka's request thread time:
+until the handler returns, not a purgatory's wait) and records it as a percentage of one
+thread in the request quota; a Produce's record bytes go to the producer byte-rate quota
+when it is handled, a consumer Fetch's record bytes to the consumer byte-rate quota
+when its answer is ready (follower fetches and controller requests are exempt, as
+Kafka's ClusterAction requests). The throttle time is the larger of the two
+(broker/core/client_quotas.py); when it is not 0 the answer carries it in
+`throttle_time_ms` and the connection is throttled for that long
+(server_common/network.py `CONNECTION_THROTTLE`: the answer is held and nothing more is
+read from the client, Kafka 2.x's muted channel; an acks=0 produce, which has no
+answer, only mutes). Unlike Kafka 2.x a throttled fetch still carries its records
+(Kafka answers it empty).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.core.client_quotas import ClientQuotas, nanos_to_percentage
+from client.protocol import messages as m
+from client.protocol.api import ApiKey
+from client.protocol.codec import RequestHeader
+from server_common.network import (
+    CONNECTION_THROTTLE,
+    NO_RESPONSE,
+    ConnectionThrottle,
+    Reply,
+    is_error_answer,
+)
+from server_common.security.principal import current_principal
+
+# Requests between brokers and from the controller: never throttled (Kafka's
+# ClusterAction requests are exempt from the request quota).
+EXEMPT_APIS = frozenset(
+    {
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.STOP_REPLICA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+    }
+)
+
+Call = Callable[[RequestHeader, Any], Awaitable[Any]]
+
+
+class QuotaGate:
+    def __init__(self, quotas: ClientQuotas, clock: Callable[[], int]) -> None:
+        self.quotas = quotas
+        self.clock = clock
+
+    async def serve(self, header: RequestHeader, request: Any, call: Call) -> Any:
+        if header.api_key in EXEMPT_APIS or (
+            header.api_key == ApiKey.FETCH and getattr(request, "replica_id", -1) >= 0
+        ):
+            return await call(header, request)
+        user = current_principal().name
+        client_id = header.client_id or ""
+        produced = _produce_bytes(request) if header.api_key == ApiKey.PRODUCE else 0
+        started = time.perf_counter_ns()
+        outcome = await call(header, request)
+        elapsed_ns = time.perf_counter_ns() - started
+        now = self.clock()
+        throttle_ms = self.quotas.request.record(
+            user, client_id, nanos_to_percentage(elapsed_ns), now
+        )
+        if header.api_key == ApiKey.PRODUCE:
+            throttle_ms = max(
+                throttle_ms, self.quotas.produce.record(user, client_id, produced, now)
+            )
+        connection = CONNECTION_THROTTLE.get()
+        fetch = header.api_key == ApiKey.FETCH
+
+        def finish(response: Any) -> Any:
+            throttle = throttle_ms
+            if fetch and isinstance(response, m.FetchResponse):
+                fetched = _fetch_bytes(response)
+                throttle = max(
+                    throttle, self.quotas.fetch.record(user, client_id, fetched, self.clock())
+                )
+            return _throttled(response, throttle, connection)
+
+        if isinstance(outcome, Reply):
+            return outcome.then(finish)
+        if outcome is NO_RESPONSE:
+            if connection is not None:
+                connection.throttle(throttle_ms)
+            return outcome
+        if is_error_answer(outcome) or not dataclasses.is_dataclass(outcome):
+            return outcome
+        return finish(outcome)
+
+
+def _throttled(response: Any, throttle_ms: int, connection: ConnectionThrottle | None) -> Any:
+    if throttle_ms <= 0:
+        return response
+    if connection is not None:
+        connection.throttle(throttle_ms)
+    if dataclasses.is_dataclass(response) and hasattr(response, "throttle_time_ms"):
+        return dataclasses.replace(response, throttle_time_ms=throttle_ms)  # type: ignore[type-var]
+    return response
+
+
+def _produce_bytes(request: Any) -> int:
+    if not isinstance(request, m.ProduceRequest):
+        return 0
+    return sum(len(p.records) for t in request.topics for p in t.partitions)
+
+
+def _fetch_bytes(response: m.FetchResponse) -> int:
+    total = 0
+    for topic in response.topics:
+        for partition in topic.partitions:
+            records = partition.records
+            total += len(records) if records is not None else 0
+    return total
