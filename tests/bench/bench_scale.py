@@ -58,7 +58,7 @@ SESSION_MS = 6_000
 PREFIX = "scale-"
 BURST_BUDGET_S = 240.0
 CONNECTIONS_BUDGET_S = 240.0
-PARTITIONS_BUDGET_S = 900.0
+PARTITIONS_BUDGET_S = 1500.0
 LOAD_RATE = 5_000  # records/s over every partition: a modest load
 LOAD_SECONDS = 15.0
 IDLE_CPU_SECONDS = 10.0
@@ -245,7 +245,7 @@ def many_partitions(cluster: LocalCluster, topics: list[NewTopic], budget: probe
     budget.wait(
         "every partition led, with a full ISR",
         lambda: probe.fully_replicated(probe.metadata(port), PREFIX, PARTITIONS, RF),
-        600,
+        900,
         step=2,
     )
     replicated = time.monotonic() - started
