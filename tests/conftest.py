@@ -108,6 +108,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_tls_listeners.py": 30,
     "tests/integration/test_secure_local_cluster.py": 30,
     "tests/integration/test_security_hostile.py": 35,
+    "tests/integration/test_memory_returns.py": 30,
     "tests/integration/test_node_clients.py": 25,
     "tests/integration/test_configs_clients.py": 40,
     "tests/integration/test_kafka_fetch_sessions.py": 35,

@@ -87,6 +87,7 @@ class RoleChanges:
         self.controller_epoch = controller_epoch
         errors: dict[TopicPartition, ErrorCode] = {}
         changed: list[TopicPartition] = []
+        created: list[TopicPartition] = []
         for state in states:
             tp = state.topic_partition
             if self.broker_id not in state.replicas:
@@ -104,7 +105,9 @@ class RoleChanges:
                     errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
                     continue
             try:
-                partition = partition or self._create_partition(tp, now_ms)
+                if partition is None:
+                    partition = self._create_partition(tp, now_ms)
+                    created.append(tp)
                 if state.leader == self.broker_id:
                     self._make_leader(partition, state, now_ms)
                 else:
@@ -116,14 +119,26 @@ class RoleChanges:
                 continue
             errors[tp] = ErrorCode.NONE
             changed.append(tp)
+        if created:
+            self._sync_created(created, errors)
         for tp in changed:
             self._recheck(tp, now_ms)
         self._followers_changed()
         return BecomeResult(ErrorCode.NONE, errors)
 
+    def _sync_created(self, created: list[TopicPartition], errors: dict) -> None:
+        """One directory fsync for every log this request created (before its answer)."""
+        try:
+            self._log_manager.sync_log_dir()
+        except OSError as exc:
+            log.exception("syncing the log directory after creating %d logs", len(created))
+            self._events("error", {"partition": str(created[0]), "error": str(exc)})
+            for tp in created:
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+
     def _create_partition(self, tp: TopicPartition, now_ms: int) -> Partition:
         config = self._log_config_for(tp.topic)
-        log_ = self._log_manager.get_or_create_log(tp, config, now_ms=now_ms)
+        log_ = self._log_manager.get_or_create_log(tp, config, now_ms=now_ms, sync_dir=False)
         hw = self.checkpointed_hw.get(tp, 0)
         partition = Partition(tp, self.broker_id, log_, high_watermark=hw)
         self._partitions[tp] = partition

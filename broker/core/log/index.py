@@ -16,11 +16,19 @@ to the segment's base offset (uint32), as in Kafka.
 of entries, keys that do not increase, or positions past the log's end raise
 `IndexCorruptError`, and the segment rebuilds the index from its log. An index holds at
 most `max_index_bytes // entry_size` entries; when full, the log rolls a new segment.
+
+Descriptors: an index file's handle is opened on first use, and at most
+`MAX_OPEN_INDEX_FILES` are open at once over all the broker's indexes (the least
+recently used is closed; its next write reopens it). Without that cap every partition's
+active segment held three descriptors, and a broker with 10,000 partitions ran out of
+them (Kafka holds one: its indexes are mmapped and their files closed). Indexes are
+only used from the event loop's thread (the flushes fsync `os.dup`ed descriptors).
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import io
 import operator
 import os
@@ -43,12 +51,40 @@ class IndexCorruptError(LogError):
     """An index file is missing or inconsistent; rebuild it from the log."""
 
 
+MAX_OPEN_INDEX_FILES = 1024
+
+
+class _OpenHandles:
+    """The index files holding an open handle, least recently used first."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._files: collections.OrderedDict[_IndexFile, None] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def used(self, index_file: _IndexFile) -> None:
+        """`index_file` has just used its handle: close the oldest others past the limit."""
+        self._files[index_file] = None
+        self._files.move_to_end(index_file)
+        while len(self._files) > self.limit:
+            oldest, _ = self._files.popitem(last=False)
+            oldest.close()
+
+    def closed(self, index_file: _IndexFile) -> None:
+        self._files.pop(index_file, None)
+
+
+OPEN_HANDLES = _OpenHandles(MAX_OPEN_INDEX_FILES)
+
+
 class _IndexFile:
     """The append-only file behind an index (unbuffered: readers see every entry).
 
     The handle is opened on first use and released when the segment goes inactive, so an
     old segment holds one descriptor (its `.log`) rather than three; a later flush or
-    truncation reopens it.
+    truncation reopens it. `OPEN_HANDLES` closes the least recently used past its limit.
     """
 
     def __init__(self, path: Path, entry_size: int, max_index_bytes: int) -> None:
@@ -61,6 +97,7 @@ class _IndexFile:
     def _handle(self) -> io.FileIO:
         if self._file is None:
             self._file = io.FileIO(self.path, "a")  # released by close()/delete()
+        OPEN_HANDLES.used(self)
         return self._file
 
     def set_max_index_bytes(self, max_index_bytes: int) -> None:
@@ -94,6 +131,7 @@ class _IndexFile:
         if self._file is not None:
             self._file.close()
             self._file = None
+            OPEN_HANDLES.closed(self)
 
     def delete(self) -> None:
         self.close()
