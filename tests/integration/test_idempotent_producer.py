@@ -161,9 +161,10 @@ async def _init_producer_id(port: int) -> int:
     async with open_connection("127.0.0.1", port) as conn:
         response = await conn.request(m.InitProducerIdRequest(), timeout_s=20)
         assert response.error_code == ErrorCode.NONE
-        # No transactions: a transactional id is refused.
+        # A transactional id goes to the transaction coordinator, which refuses a
+        # transaction timeout it cannot take (-1 here), as Kafka does.
         refused = await conn.request(m.InitProducerIdRequest(transactional_id="tx"), timeout_s=20)
-        assert refused.error_code == ErrorCode.INVALID_REQUEST
+        assert refused.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
     return response.producer_id
 
 
