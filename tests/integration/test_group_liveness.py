@@ -1,4 +1,4 @@
-"""The group coordinator's liveness rules and FindCoordinator for transactions, against a
+"""The group coordinator's liveness rules, against a
 real one-broker cluster (real ZooKeeper, controller and broker processes).
 
 Group members are raw clients driven step by step, so that one of them can fall
@@ -8,9 +8,6 @@ native group messages, and a minimal Kafka-protocol connection (kio-encoded requ
 `group_instance_id` (KIP-345 static members). A silent member must be expired after its
 session timeout whatever it sent last (JoinGroup or SyncGroup), and the member still
 there must learn of it and form the next generation alone.
-
-A transactional confluent-kafka producer must be refused at once, with a fatal error
-that says transactions are not supported, instead of retrying until its timeout.
 """
 
 from __future__ import annotations
@@ -33,8 +30,6 @@ from client.protocol.errors import ErrorCode
 from tests.integration.conftest import running_cluster
 from tests.unit.test_kafka_listener import KafkaWire
 from tools.cluster.launcher import LocalCluster
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 pytestmark = pytest.mark.integration
 
@@ -312,25 +307,3 @@ def test_a_static_member_silent_after_its_sync_is_expired(cluster):
             await rejoins_alone(follower, generation)
 
     trio.run(scenario)
-
-
-def init_transactions_error(bootstrap: str):
-    """What `init_transactions(10)` of a new transactional producer raised (the producer
-    is gone when this returns: nothing of it outlives the test's cluster)."""
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"txn-{uuid.uuid4().hex[:8]}"}
-    )
-    try:
-        producer.init_transactions(10)
-    except confluent_kafka.KafkaException as exc:
-        return exc.args[0]
-    raise AssertionError("init_transactions succeeded on a broker without transactions")
-
-
-def test_a_transactional_confluent_producer_is_refused_with_a_fatal_error(cluster):
-    error = init_transactions_error(cluster.state.kafka_bootstrap_servers)
-    # Not a timeout after retrying (a retriable _TIMED_OUT): refused, for good, saying why.
-    assert error.fatal() and not error.retriable()
-    assert error.code() == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
-    assert "Failed to find transaction coordinator" in error.str()
-    assert "does not support transactions" in error.str()

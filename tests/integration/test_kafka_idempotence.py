@@ -3,7 +3,7 @@ Tributary cluster, through the Kafka listener: InitProducerId gives it a produce
 its batches carry id/epoch/sequence into the same producer-state checks as Tributary's
 own producer, and with the partition leader paused (SIGSTOP) mid-stream every
 acknowledged record is read back exactly once. kafka-python 3, idempotent by default,
-works too. A transactional producer is refused."""
+works too (transactions: tests/integration/test_txn_coordinator.py)."""
 
 from __future__ import annotations
 
