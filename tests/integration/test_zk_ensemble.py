@@ -242,7 +242,15 @@ def test_two_zookeepers_paused_past_the_session_timeout(cluster):
     # The quorum is back: the ISR shrinks to the live replicas, the surviving brokers
     # are registered, the controller active, and acks=all works again.
     assert wait_until(lambda: _converged(cluster, "no-quorum", (leader, other)), SETTLE_S)
-    _produce_ok(cluster, leader, "no-quorum", [b"after"], acks=-1)
+    # On a loaded machine the leader's session may have expired meanwhile and the
+    # leadership moved to the other live replica: ask ZooKeeper, and let the brokers learn
+    # it (LeaderAndIsr) before expecting an acks=all produce through it.
+    leader = _leader(cluster, "no-quorum")
+    other = next(b for b in (1, 2, 3) if b not in (leader, follower))
+    assert wait_until(
+        lambda: produce(cluster, leader, "no-quorum", 0, [b"after"], acks=-1)[0] == ErrorCode.NONE,
+        SETTLE_S,
+    )
     acknowledged.append(b"after")
     # An election works again: kill the leader, the last in-sync replica takes over with
     # every acknowledged record, in order.
