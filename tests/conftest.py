@@ -101,7 +101,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_txn_coordinator.py": 45,
     "tests/chaos/test_planted_bug.py": 55,
     "tests/chaos/test_transactions.py": 45,  # measured on txn-log + txn-coord merged
-    "tests/chaos/test_txn_planted_bug.py": 65,  # measured on txn-log + txn-coord merged
+    "tests/chaos/test_txn_planted_bug.py": 35,  # measured on txn-log + txn-coord merged
     "spark": 330,
     "tests/integration/test_kafka_clients.py": 40,
     "tests/integration/test_secure_listeners.py": 60,

@@ -13,8 +13,6 @@ twice, no G0/G1c cycle.
 coordinator's kill, then two or so of the other short kinds (txn_scenario.py's
 SHORT_KINDS); `make chaos CHAOS_SEED=.. CHAOS_MINUTES=..` the long one, with every kind
 (pauses past the session timeout, controlled stops and ZooKeeper paused as well).
-Skipped while the Kafka listener does not advertise AddPartitionsToTxn (the transaction
-coordinator is not there yet).
 """
 
 from __future__ import annotations
@@ -29,17 +27,12 @@ from tests.chaos.txn_scenario import (
     SHORT_KINDS,
     TxnNemesis,
     TxnSummary,
-    broker_supports_transactions,
     run_transactions,
 )
 
 pytest.importorskip("confluent_kafka")
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(
-        not broker_supports_transactions(),
-        reason="the Kafka listener does not advertise AddPartitionsToTxn (no transactions yet)",
-    ),
 ]
 
 SHORT_FAULT_S = 10.0

@@ -20,8 +20,6 @@ answer.
   lands, opens a transaction no coordinator knows of, and holds the partition's last
   stable offset for ever: the committed writes after it are never read_committed
   (lost writes to the checker). Its value enters the history as an ABORTED transaction.
-- `broker_supports_transactions()`: whether the Kafka listener advertises
-  AddPartitionsToTxn in ApiVersions (the transaction tests skip without it).
 """
 
 from __future__ import annotations
@@ -50,13 +48,6 @@ ADD_PARTITIONS_TO_TXN = 24  # Kafka's api key
 # Faults short enough for `make test` (each is followed by a full restoration).
 SHORT_KINDS = ("kill_coordinator", "kill_broker", "cut_link", "kill_controller", "pause_short")
 ALL_KINDS = (*SHORT_KINDS, "pause_long", "controlled_stop", "pause_zookeeper")
-
-
-def broker_supports_transactions() -> bool:
-    """Whether the Kafka listener's ApiVersions answer names AddPartitionsToTxn."""
-    from broker.kafka.versions import supported
-
-    return ADD_PARTITIONS_TO_TXN in supported()
 
 
 # -- the transaction coordinator --------------------------------------------------------

@@ -7,8 +7,8 @@ AddPartitionsToTxn and EndTxn move the state DescribeTransactions/ListTransactio
 and after the coordinator's broker is SIGKILLed another broker loads
 `__transaction_state` and describes the same transaction.
 
-End to end with committed and aborted data needs the partition leaders' WriteTxnMarkers
-(the log side of issue 28): that test is skipped until the broker advertises it.
+End to end: librdkafka commits and aborts, and a read_committed consumer sees exactly
+the committed records.
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ from kio.schema.find_coordinator.v3 import request as find_v3
 from kio.schema.list_transactions.v0 import request as list_v0
 from kio.serial import entity_reader, entity_writer
 
-from broker.kafka import versions
 from client.connection import open_connection
 from client.protocol import messages as m
-from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, wait_until
@@ -257,11 +255,6 @@ def test_the_state_survives_the_coordinators_sigkill(cluster):
         cluster.start(f"broker-{coordinator}")
 
 
-@pytest.mark.skipif(
-    ApiKey.WRITE_TXN_MARKERS not in versions.supported(),
-    reason="partition leaders cannot write transaction markers yet (WriteTxnMarkers is the "
-    "log side of issue 28, another branch)",
-)
 def test_librdkafka_commits_and_aborts_end_to_end(cluster):
     producer = init_transactions(cluster, "tx-e2e")
     producer.begin_transaction()

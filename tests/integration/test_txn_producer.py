@@ -1,11 +1,7 @@
 """Issue 28, item 5: Tributary's transactional producer against real processes (ZooKeeper,
 a controller, three brokers): 100 records committed and 100 aborted, seen exactly as
 committed by a read_committed consumer; `tributary produce --transactional-id` commits
-and `--abort`s; a zombie with the same transactional id is fenced.
-
-The brokers must serve the transaction APIs (the coordinator and the transactional log,
-issue 28 items 1-3): the module is skipped, saying so, while their ApiVersions answer
-does not list AddPartitionsToTxn."""
+and `--abort`s; a zombie with the same transactional id is fenced."""
 
 from __future__ import annotations
 
@@ -16,25 +12,19 @@ import sys
 import pytest
 import trio
 
-from broker.config import BROKER_CONFIG
 from client.consumer import open_consumer
 from client.producer import TransactionError, open_producer
 from client.protocol.types import TopicPartition
 from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SETTINGS
 from tests.integration.helpers import create_topic
-from tests.unit.test_txn_producer import transactions_unsupported
 from tools.cluster.launcher import LocalCluster
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
 # Fewer `__transaction_state` partitions than Kafka's 50, for a quick start (Kafka's
-# replication factor 3 and min ISR 2 stay), once the brokers know the setting.
+# replication factor 3 and min ISR 2 stay).
 TXN_STATE_SETTINGS = {"transaction.state.log.num.partitions": 5}
-
-
-def _known(settings: dict[str, object]) -> dict[str, object]:
-    return {name: value for name, value in settings.items() if name in BROKER_CONFIG.keys}
 
 
 def bootstrap_of(cluster: LocalCluster) -> str:
@@ -43,15 +33,12 @@ def bootstrap_of(cluster: LocalCluster) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    missing = trio.run(transactions_unsupported)
-    if missing is not None:
-        pytest.skip(f"the brokers do not serve the transaction APIs yet ({missing})")
     cluster = LocalCluster(
         tmp_path_factory.mktemp("txn-producer"),
         brokers=3,
         controllers=1,
         base_port=None,
-        broker_overrides={**TEST_BROKER_SETTINGS, **_known(TXN_STATE_SETTINGS)},
+        broker_overrides={**TEST_BROKER_SETTINGS, **TXN_STATE_SETTINGS},
         controller_overrides=TEST_CONTROLLER_SETTINGS,
     )
     try:

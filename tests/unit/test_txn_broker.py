@@ -6,14 +6,11 @@ state survives the loss of the coordinator's broker."""
 
 from __future__ import annotations
 
-import pytest
 import trio
 
 from broker.core.txn.state_log import TRANSACTION_STATE_TOPIC
-from broker.kafka import versions
 from broker.tasks.txn_verifier import CoordinatorVerifier
 from client.protocol import messages as m
-from client.protocol.api import ApiKey
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
 from tests.support.cluster import open_test_cluster
@@ -212,10 +209,6 @@ async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(autoju
         assert (await ask(cluster, coordinator, end)).error_code == ErrorCode.PRODUCER_FENCED
 
 
-@pytest.mark.skipif(
-    ApiKey.WRITE_TXN_MARKERS not in versions.supported(),
-    reason="partition leaders cannot write transaction markers yet (the log side of issue 28)",
-)
 async def test_transactional_offsets_become_visible_with_the_commit(autojump_clock):
     async with open_test_cluster(3, topics={"t": 2}, broker_settings=SETTINGS) as cluster:
         coordinator = await find_txn_coordinator(cluster, "ctp")

@@ -1,14 +1,14 @@
 """The transactional producer's requests, against an in-process cluster whose transaction
-APIs are answered by a scripted coordinator (this branch's brokers do not serve them
-yet; tests/integration/test_txn_producer.py runs the same against real ones).
+APIs are answered by a scripted coordinator (so that busy, moved and fencing
+coordinators can be chosen; tests/integration/test_txn_producer.py runs against real
+brokers).
 
 The script keeps Kafka's rules a client must follow: a partition is added to the
 transaction (AddPartitionsToTxn) before a batch is produced to it, the batches carry the
 transactional bit, the producer id and epoch of InitProducerId and the transactional id,
 and a newer InitProducerId fences the older epoch (PRODUCER_FENCED).
 
-The last test runs on the in-process brokers themselves, once they serve transactions
-(skipped until then: `transactions_unsupported` says why)."""
+The last test runs on the in-process brokers' own transaction coordinator."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import trio
 
-from client.connection import handshake, open_connection
 from client.consumer import open_consumer
 from client.producer import (
     ConsumerGroupMetadata,
@@ -537,30 +536,6 @@ async def test_random_busy_coordinators_never_break_the_rules(autojump_clock):
 # --- against the brokers' own transaction coordinator -----------------------------------
 
 
-async def transactions_unsupported() -> str | None:
-    """Why this branch's brokers cannot serve a transactional producer (None: they can),
-    asked of an in-process broker: ApiVersions must list AddPartitionsToTxn, and
-    FindCoordinator for a transactional id must not be refused (the native listener lists
-    every API it can decode, served or not)."""
-    async with open_test_cluster(1) as probe:
-        broker = probe.brokers[1]
-        async with open_connection(
-            broker.host, broker.port, connector=probe.connector()
-        ) as connection:
-            versions = await handshake(connection, timeout_s=10)
-            if not any(k.api_key == ApiKey.ADD_PARTITIONS_TO_TXN for k in versions.api_keys):
-                return "ApiVersions lists no AddPartitionsToTxn"
-            request = m.FindCoordinatorRequest(key="probe", key_type=1)
-            try:
-                answer = await connection.request(request, timeout_s=10)
-                code = ErrorCode.from_code(answer.error_code)
-            except TributaryError as exc:
-                code = exc.code
-    if code is ErrorCode.NONE or code.is_retriable:
-        return None
-    return f"FindCoordinator for a transactional id is answered {code.name}"
-
-
 SINGLE_BROKER_TXN_SETTINGS = {
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
@@ -568,14 +543,6 @@ SINGLE_BROKER_TXN_SETTINGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def brokers_serve_transactions() -> None:
-    missing = trio.run(transactions_unsupported)
-    if missing is not None:
-        pytest.skip(f"the brokers do not serve the transaction APIs yet ({missing})")
-
-
-@pytest.mark.usefixtures("brokers_serve_transactions")
 async def test_a_failed_record_then_abort_and_epoch_bump_on_real_brokers(autojump_clock):
     """The brokers' own coordinator: a record answered with an error (injected: it is not
     written, so its sequence leaves a gap) makes the commit fail; the abort bumps the
