@@ -206,9 +206,10 @@ def test_acks_all_to_a_paused_leader_succeeds_after_the_election(cluster):
             cluster, "produce", "moving", "--partition", "0", "--acks", "all",
             "--bootstrap-server", bootstrap(cluster, leader), stdin=b"after-pause\n",
         )  # fmt: skip
-        # The bound: the session timeout, then a few seconds.
+        # Done once the election is (the session timeout and a few seconds when idle),
+        # long before the delivery timeout (2 min): a generous bound for loaded machines.
         print(f"acks=all produce to paused leader {leader}: {elapsed:.2f} s")
-        assert elapsed < SESSION_TIMEOUT_S + 8, (elapsed, err)
+        assert elapsed < SESSION_TIMEOUT_S + 30, (elapsed, err)
         assert partition_state(cluster, "moving", 0).leader != leader
     finally:
         cluster.resume(str(leader))
