@@ -99,6 +99,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_kafka_idempotence.py": 55,
     "tests/integration/test_transactional_log.py": 50,
     "tests/integration/test_txn_coordinator.py": 45,
+    "tests/integration/test_txn_clients.py": 30,  # 21-37 s measured
     "tests/chaos/test_planted_bug.py": 55,
     "tests/chaos/test_transactions.py": 45,  # measured on txn-log + txn-coord merged
     "tests/chaos/test_txn_planted_bug.py": 35,  # measured on txn-log + txn-coord merged

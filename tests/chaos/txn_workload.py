@@ -209,10 +209,18 @@ class Writer(TransactionalClient):
 
 class Copier(TransactionalClient):
     def __init__(
-        self, bootstrap: str, name: str, source: str, target: str, group: str, recorder: Recorder
+        self,
+        bootstrap: str,
+        name: str,
+        source: str,
+        target: str,
+        group: str,
+        recorder: Recorder,
+        batch: int = 20,
     ):
         super().__init__(bootstrap, f"txn-{name}", recorder)
         self.name, self.source, self.target, self.group = name, source, target, group
+        self.batch = batch  # records read, and copied, per transaction (at most)
         self.consumer: Any = None
         self.count = 0
 
@@ -247,7 +255,7 @@ class Copier(TransactionalClient):
             while not stop.is_set():
                 try:
                     consumer, producer = self._consumer(), self.ready()
-                    messages = consumer.consume(num_messages=20, timeout=0.5)
+                    messages = consumer.consume(num_messages=self.batch, timeout=0.5)
                 except Exception as exc:  # noqa: BLE001 - the cluster is down: try again
                     self.recorder.error(self.name, exc)
                     self.restart()
