@@ -22,6 +22,13 @@ with 3 partitions, RF 3) and topics of 3 partitions, RF 3, min.insync.replicas 2
   the end of the topic over the other's; the read_committed reader is checked to see
   exactly the committed records.
 
+What a transaction costs: its records wait for AddPartitionsToTxn, which the coordinator
+refuses (CONCURRENT_TRANSACTIONS) until the previous transaction's markers and
+CompleteCommit are written; then the Produce (acks=all), then EndTxn (PrepareCommit
+written with acks=all). So each transaction is four replicated writes one after another,
+whatever the client (librdkafka pays the same): at 100 records a transaction that, not
+the records, sets the rate.
+
 Each measurement takes a few seconds; BENCH_TXN_RECORDS, BENCH_TXN_CONSUME_TXNS scale it.
 The cluster is stopped by pid at the end.
 """
