@@ -114,6 +114,7 @@ class MarkerSender:
                         await self._wakeup.wait()
                         continue
                     await self._send_round(pool)
+                    self._finish_done()  # complete written jobs now, not after a backoff
                     if self._jobs:
                         await trio.sleep(self.retry_backoff_s)
             finally:

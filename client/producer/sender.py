@@ -171,7 +171,7 @@ class Sender:
                 continue  # expire what waited too long, then try again
             txn = self.transactions
             if txn is not None and not await txn.prepare_drain(acc, self._fail_batch):
-                await trio.sleep(acc.config.retry_backoff_ms / 1000)
+                await trio.sleep(txn.drain_backoff_s)
                 continue
             cluster = self.metadata.cluster
             check = acc.ready(cluster, now)

@@ -18,8 +18,12 @@ yet in the transaction are *new* until the coordinator has added them
 (AddPartitionsToTxn): `partitions_to_add` hands them out (as pending), `on_partitions_added`
 makes them part of the transaction, and `may_send(tp)` says whether a batch for `tp`
 may be drained (only once its partition is in the transaction, as Kafka's
-`isSendToPartitionAllowed`). `pending_offsets` keeps a `send_offsets_to_transaction`
-until it is done.
+`isSendToPartitionAllowed`). `add_partitions_backoff_ms` is how long to wait before
+adding again: 20 ms, not `retry_backoff_ms`, when the first AddPartitionsToTxn of a
+transaction got CONCURRENT_TRANSACTIONS (the coordinator is still writing the previous
+transaction's markers: a commit answers before they are written), as Kafka's client
+does; with 100 ms a producer committing back-to-back would idle ~100 ms a transaction.
+`pending_offsets` keeps a `send_offsets_to_transaction` until it is done.
 
 Errors: `classify(api, code)` says what an answer means, Kafka's way: `RETRY`
 (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, ...), `FIND_COORDINATOR` (then
@@ -36,6 +40,9 @@ from dataclasses import dataclass
 
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
+
+# Kafka's TransactionManager.ADD_PARTITIONS_RETRY_BACKOFF_MS (its workaround for KAFKA-5482).
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
 
 
 class TxnState(enum.Enum):
@@ -376,6 +383,15 @@ class TransactionManager:
         self.pending_partitions.difference_update(retry)
         if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
             self.new_partitions.update(retry)
+
+    def add_partitions_backoff_ms(self, code: ErrorCode, retry_backoff_ms: float) -> float:
+        """The wait before AddPartitionsToTxn is sent again after it was refused with
+        `code`: short when the transaction has no partition yet and the coordinator is
+        still completing the previous one (CONCURRENT_TRANSACTIONS), as Kafka's
+        `maybeOverrideRetryBackoffMs`; `retry_backoff_ms` otherwise."""
+        if code is ErrorCode.CONCURRENT_TRANSACTIONS and not self.in_transaction:
+            return min(retry_backoff_ms, ADD_PARTITIONS_RETRY_BACKOFF_MS)
+        return retry_backoff_ms
 
     def may_send(self, tp: TopicPartition) -> bool:
         """May a batch for `tp` be drained? (Kafka's isSendToPartitionAllowed.)"""

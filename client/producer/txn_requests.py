@@ -17,7 +17,8 @@ error state, aborting or between transactions, it fails every batch not yet sent
 otherwise it adds the partitions of queued batches that are not in the transaction yet
 (one AddPartitionsToTxn for all of them, as Kafka batches them), so that no batch
 reaches a partition before the coordinator knows the partition is part of the
-transaction.
+transaction. When that AddPartitionsToTxn is refused, `drain_backoff_s` is the sender's
+wait before the next look (the manager's `add_partitions_backoff_ms`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class TxnRequests:
         self._metadata = metadata
         self._request_timeout_s = request_timeout_ms / 1000
         self._backoff_s = retry_backoff_ms / 1000
+        self.drain_backoff_s = self._backoff_s  # after prepare_drain returned False
         self._max_block_s = max_block_ms / 1000
         self._lock = trio.Lock()
         self.coordinator: BrokerInfo | None = None
@@ -210,6 +212,7 @@ class TxnRequests:
         True when all were added, False to retry after the backoff (they are new again).
         Raises the manager's error for an abortable or fatal answer."""
         manager, idem = self.manager, self.idempotence
+        self.drain_backoff_s = self._backoff_s
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -269,6 +272,9 @@ class TxnRequests:
         if outcome is Outcome.FIND_COORDINATOR:
             self.coordinator = None
         log.info("AddPartitionsToTxn: %s, retrying", code.name)
+        self.drain_backoff_s = (
+            manager.add_partitions_backoff_ms(code, self._backoff_s * 1000) / 1000
+        )
         return False
 
     async def send_offsets(

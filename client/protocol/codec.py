@@ -191,7 +191,9 @@ def encode_response(
 # Messages with at least this many bytes of records are sent as FrameParts; below it one
 # contiguous frame is cheaper than a few more send calls.
 GATHER_MIN_BYTES = 64 * 1024
-_PACKER = msgpack.Packer()  # packs scalars and headers (autoreset: each call returns bytes)
+# Packs headers and fields (autoreset: each call returns bytes); structs nested in a
+# field (a Fetch answer's aborted transactions) through the same hook as packb.
+_PACKER = msgpack.Packer(default=msgpack_default)
 # Where a message's record batches sit: topics -> partitions -> `records`.
 _RECORDS_PATH = ("topics", "partitions")
 
@@ -272,7 +274,7 @@ class _GatherWriter:
     def _with_records(self, fields: dict[str, Any]) -> None:
         records = fields["records"]
         if len(records) < GATHER_MIN_BYTES:
-            self.pending += msgpack.packb(fields)
+            self.pending += msgpack.packb(fields, default=msgpack_default)
             return
         self.pending += _PACKER.pack_map_header(len(fields))
         for key, value in fields.items():

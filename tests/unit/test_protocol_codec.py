@@ -258,7 +258,8 @@ def test_only_acks_0_produce_goes_unanswered():
 )
 def test_a_gathered_fetch_response_is_the_same_frame(sizes):
     """Big record batches sent as parts of their own: the joined parts are exactly the
-    frame `encode_response` builds, whatever the mix of partition sizes."""
+    frame `encode_response` builds, whatever the mix of partition sizes (and with a
+    read_committed answer's aborted transactions beside them)."""
     response = m.FetchResponse(
         throttle_time_ms=3,
         error_code=0,
@@ -273,6 +274,11 @@ def test_a_gathered_fetch_response_is_the_same_frame(sizes):
                         last_stable_offset=10 * p,
                         log_start_offset=p,
                         records=bytes([p % 256]) * size,
+                        # read_committed: structs inside the partition, next to big records
+                        aborted_transactions=[
+                            m.AbortedTransaction(producer_id=1000 + p, first_offset=5 * p)
+                        ]
+                        * (p % 3),
                     )
                     for p, size in enumerate(topic_sizes)
                 ],

@@ -285,3 +285,24 @@ async def test_verification_can_be_turned_off(autojump_clock):
     async with open_test_cluster(1, broker_settings=settings) as cluster:
         rm = cluster.brokers[1].server.replica_manager
         assert not isinstance(getattr(rm, "txn_verifier", None), CoordinatorVerifier)
+
+
+async def test_a_commit_completes_as_soon_as_its_markers_are_written(autojump_clock):
+    """Once the leaders have written the COMMIT markers the coordinator writes
+    CompleteCommit at once, not after the marker sender's retry backoff (100 ms): the
+    producer's next transaction is refused (CONCURRENT_TRANSACTIONS) until then, so that
+    wait was paid by every transaction."""
+    async with open_test_cluster(3, topics={"t": 2}, broker_settings=SETTINGS) as cluster:
+        coordinator = await find_txn_coordinator(cluster, "quick")
+        pid = (await retrying(cluster, coordinator, init("quick"))).producer_id
+        assert add_code(await retrying(cluster, coordinator, add("quick", pid, 0), add_code)) == 0
+        end = m.EndTxnRequest(
+            transactional_id="quick", producer_id=pid, producer_epoch=0, committed=True
+        )
+        assert (await ask(cluster, coordinator, end)).error_code == ErrorCode.NONE
+        answered = trio.current_time()
+        sender = cluster.brokers[coordinator].server.transactions.markers
+        while (await describe(cluster, coordinator, "quick")).transaction_state != "CompleteCommit":
+            await trio.sleep(0.005)
+        assert sender.stats.retries == 0
+        assert trio.current_time() - answered < sender.retry_backoff_s

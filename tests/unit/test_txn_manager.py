@@ -257,3 +257,18 @@ def test_every_sequence_of_calls_keeps_kafkas_rules(actions):
         for tp in manager.in_transaction:
             assert manager.may_send(tp) != manager.has_fatal_error
         assert not manager.new_partitions & manager.in_transaction
+
+
+def test_a_busy_coordinator_at_the_first_add_is_asked_again_soon():
+    """The previous transaction is still completing (CONCURRENT_TRANSACTIONS on the
+    first AddPartitionsToTxn of the next one): retry after 20 ms, as Kafka's client,
+    not after retry_backoff_ms; later in a transaction, or for other answers, the
+    configured backoff."""
+    manager = in_txn()
+    busy = E.CONCURRENT_TRANSACTIONS
+    assert manager.add_partitions_backoff_ms(busy, 100) == 20
+    assert manager.add_partitions_backoff_ms(busy, 5) == 5  # never longer than configured
+    assert manager.add_partitions_backoff_ms(E.COORDINATOR_LOAD_IN_PROGRESS, 100) == 100
+    manager.maybe_add_partition(T0)
+    manager.on_partitions_added(manager.partitions_to_add(), [])
+    assert manager.add_partitions_backoff_ms(busy, 100) == 100

@@ -360,6 +360,37 @@ async def test_busy_and_moved_coordinators_are_retried(autojump_clock):
     ]
 
 
+async def test_the_next_transaction_waits_briefly_for_the_previous_ones_markers(autojump_clock):
+    """A commit is answered before its markers are written, so the next transaction's
+    first AddPartitionsToTxn may get CONCURRENT_TRANSACTIONS: it is sent again 20 ms
+    later (Kafka's client), not after retry_backoff_ms (here 1 s)."""
+    async with open_test_cluster(1, topics={"t": 1}) as cluster:
+        script = ScriptedCoordinator(cluster)
+        add_times: list[float] = []
+        answer = script.add_partitions
+
+        def timed_add(broker: int, request: m.AddPartitionsToTxnRequest) -> Any:
+            add_times.append(trio.current_time())
+            return answer(broker, request)
+
+        cluster.script(ApiKey.ADD_PARTITIONS_TO_TXN, timed_add)
+        async with txn_producer(cluster, retry_backoff_ms=1000) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("t", b"first")
+            await producer.commit_transaction()
+            script.busy[ApiKey.ADD_PARTITIONS_TO_TXN] = [ErrorCode.CONCURRENT_TRANSACTIONS] * 3
+            producer.begin_transaction()
+            handle = await producer.send("t", b"second")
+            await producer.commit_transaction()
+            assert (await handle).offset == 1
+    assert script.violations == []
+    retries = add_times[1:]
+    assert len(retries) == 4  # three busy answers, then added
+    gaps = [later - earlier for earlier, later in zip(retries, retries[1:], strict=False)]
+    assert all(0.019 < gap < 0.5 for gap in gaps), gaps  # not 1 s
+
+
 async def test_a_failed_record_makes_commit_raise_and_abort_recover(autojump_clock):
     async with open_test_cluster(1, topics={"t": 2}) as cluster:
         script = ScriptedCoordinator(cluster)
