@@ -38,7 +38,7 @@ import pytest
 from tests.chaos.conftest import CHAOS_MINUTES, record_summary
 from tests.chaos.scenario import make_topic
 from tests.chaos.txn_checker import ABORTED, COMMITTED, UNKNOWN
-from tests.chaos.txn_scenario import broker_supports_transactions, find_txn_coordinator
+from tests.chaos.txn_scenario import find_txn_coordinator
 from tests.chaos.txn_workload import Copier, Recorder, read_all
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -52,10 +52,6 @@ COPIER = "eos"  # its transactional id is txn-eos
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(
-        not broker_supports_transactions(),
-        reason="the Kafka listener does not advertise AddPartitionsToTxn",
-    ),
     pytest.mark.skipif(
         CHAOS_MINUTES <= 0 and "CHAOS_EOS_RECORDS" not in os.environ,
         reason="the long exactly-once copy runs in `make chaos` (or with CHAOS_EOS_RECORDS)",
