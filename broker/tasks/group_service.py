@@ -321,26 +321,37 @@ class GroupService:
             return
         self._creating = True
         try:
-            if await self.gateway.topic_exists(OFFSETS_TOPIC):
-                return
-            live = await self.gateway.live_broker_racks()  # broker id -> rack
-            if not live:
-                return
-            rf = min(self.replication_factor, len(live))
-            partitions = self.coordinator.config.offsets_partitions
-            assignment = choose_assignment(partitions, rf, live)
-            config = {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.segment_bytes),
-            }
-            if await self.gateway.create_topic(OFFSETS_TOPIC, assignment, config):
-                log.info(
-                    "created %s with %d partitions, replication factor %d",
-                    OFFSETS_TOPIC,
-                    partitions,
-                    rf,
-                )
-        except (ZkError, AssignmentError) as exc:
-            log.warning("could not create %s: %s", OFFSETS_TOPIC, exc)
+            await create_internal_topic(
+                self.gateway,
+                OFFSETS_TOPIC,
+                self.coordinator.config.offsets_partitions,
+                self.replication_factor,
+                lambda rf: {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)},
+            )
         finally:
             self._creating = False
+
+
+async def create_internal_topic(
+    gateway: BrokerZkGateway,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    config_for: Callable[[int], dict[str, str]],
+) -> None:
+    """Create the internal topic `name` (`__consumer_offsets`, `__transaction_state`) if
+    it does not exist: `partitions`, the replication factor capped by the live brokers,
+    rack-aware, with `config_for(rf)`; a ZooKeeper or assignment failure is logged (the
+    next request that needs the topic tries again)."""
+    try:
+        if await gateway.topic_exists(name):
+            return
+        live = await gateway.live_broker_racks()  # broker id -> rack
+        if not live:
+            return
+        rf = min(replication_factor, len(live))
+        assignment = choose_assignment(partitions, rf, live)
+        if await gateway.create_topic(name, assignment, config_for(rf)):
+            log.info("created %s with %d partitions, replication factor %d", name, partitions, rf)
+    except (ZkError, AssignmentError) as exc:
+        log.warning("could not create %s: %s", name, exc)

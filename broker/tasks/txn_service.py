@@ -29,22 +29,20 @@ from dataclasses import dataclass
 import trio
 import trio.lowlevel
 
-from broker.core.assignment import AssignmentError
 from broker.core.delayed_produce import ProduceResult
 from broker.core.metadata_cache import MetadataCache
-from broker.core.rack_assignment import choose_assignment
 from broker.core.replica_manager import ReplicaManager
 from broker.core.txn.config import TxnConfig
 from broker.core.txn.coordinator import MarkerJob, TransactionCoordinator
 from broker.core.txn.manager import StateLoader
 from broker.core.txn.state_log import TRANSACTION_STATE_TOPIC
+from broker.tasks.group_service import create_internal_topic
 from broker.tasks.txn_markers import MarkerSender
 from broker.zookeeper.gateway import BrokerZkGateway
 from client.connection import Connector
 from client.protocol import records as rec
 from client.protocol.errors import ErrorCode
 from client.protocol.types import TopicPartition
-from server_common.zk import ZkError
 
 log = logging.getLogger(__name__)
 
@@ -215,28 +213,17 @@ class TxnService:
             return
         self._creating = True
         try:
-            if await self.gateway.topic_exists(TRANSACTION_STATE_TOPIC):
-                return
-            live = await self.gateway.live_broker_racks()
-            if not live:
-                return
-            rf = min(self.settings.replication_factor, len(live))
-            partitions = self.coordinator.config.state_partitions
-            assignment = choose_assignment(partitions, rf, live)
-            config = {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.settings.segment_bytes),
-                "min.insync.replicas": str(min(self.settings.min_isr, rf)),
-                "unclean.leader.election.enable": "false",
-            }
-            if await self.gateway.create_topic(TRANSACTION_STATE_TOPIC, assignment, config):
-                log.info(
-                    "created %s with %d partitions, replication factor %d",
-                    TRANSACTION_STATE_TOPIC,
-                    partitions,
-                    rf,
-                )
-        except (ZkError, AssignmentError) as exc:
-            log.warning("could not create %s: %s", TRANSACTION_STATE_TOPIC, exc)
+            await create_internal_topic(
+                self.gateway,
+                TRANSACTION_STATE_TOPIC,
+                self.coordinator.config.state_partitions,
+                self.settings.replication_factor,
+                lambda rf: {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self.settings.segment_bytes),
+                    "min.insync.replicas": str(min(self.settings.min_isr, rf)),
+                    "unclean.leader.election.enable": "false",
+                },
+            )
         finally:
             self._creating = False
