@@ -25,9 +25,9 @@ patches each `broker.*` module right after it has run; nothing under broker/ kno
 
 from __future__ import annotations
 
-import importlib.abc
 import inspect
 import logging
+import os
 import sys
 
 PREFIX = "broker."
@@ -59,30 +59,8 @@ def plant(module) -> None:
             cls.verify = _allow_all(f"{module.__name__}.{cls.__name__}")
 
 
-class PlantOnImport(importlib.abc.MetaPathFinder):
-    """Finds `broker.*` modules with the other finders and runs `plant` once each ran."""
+# The shared hook (../plant_on_import.py) runs `plant` on each target module once it ran.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plant_on_import import install  # noqa: E402
 
-    def find_spec(self, name, path, target=None):
-        if not name.startswith(PREFIX):
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                break
-        else:
-            return None
-        if not hasattr(spec.loader, "exec_module"):
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_plant(module) -> None:
-            exec_module(module)
-            plant(module)
-
-        spec.loader.exec_module = exec_and_plant
-        return spec
-
-
-sys.meta_path.insert(0, PlantOnImport())
+install(lambda name: name.startswith(PREFIX), plant)

@@ -14,8 +14,8 @@ under broker/ knows about it.
 
 from __future__ import annotations
 
-import importlib.abc
 import logging
+import os
 import sys
 
 TARGET = "broker.zookeeper.topic_configs"
@@ -44,28 +44,8 @@ def plant(module) -> None:
     cls.__init__, cls.set, cls.set_default = __init__, set, set_default
 
 
-class PlantOnImport(importlib.abc.MetaPathFinder):
-    """Finds TARGET with the other finders and runs `plant` once its module has run."""
+# The shared hook (../plant_on_import.py) runs `plant` on each target module once it ran.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plant_on_import import install  # noqa: E402
 
-    def find_spec(self, name, path, target=None):
-        if name != TARGET:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                break
-        else:
-            return None
-        exec_module = spec.loader.exec_module
-
-        def exec_and_plant(module) -> None:
-            exec_module(module)
-            plant(module)
-
-        spec.loader.exec_module = exec_and_plant
-        return spec
-
-
-sys.meta_path.insert(0, PlantOnImport())
+install(lambda name: name == TARGET, plant)
