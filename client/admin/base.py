@@ -6,8 +6,10 @@ over a `ConnectionPool`; describing is reading that metadata fresh (`_fresh_clus
 writes ZooKeeper, as Kafka 2.x's did): to the broker that last answered Metadata first,
 tried on the next broker, then the bootstrap addresses, when a connection fails. The
 family mixins of `client.admin` (topics, brokers, replicas, offsets, groups) build on it;
-requests with their own routing (to each broker, to a partition's leader, to a group's
-coordinator) are sent by the mixin that needs them, through `self._pool`.
+`_ask_every_broker` sends a listing request (ListGroups, ListTransactions) to every
+live broker at once and returns the answers of those that could be reached. Requests
+with other routing (to a partition's leader, to a group's coordinator) are sent by the
+mixin that needs them, through `self._pool`.
 
 `error_or_none` and `topic_error_or_none` turn a result's error code into the per-item
 value the admin methods return: None for success, else a `TributaryError`
@@ -16,11 +18,15 @@ value the admin methods return: None for success, else a `TributaryError`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
+import trio
+
 from client.connection import BrokerConnectionError, ConnectionPool
 from client.metadata import (
+    BrokerInfo,
     ClusterView,
     Metadata,
     NoBrokersAvailableError,
@@ -29,6 +35,8 @@ from client.metadata import (
     format_addresses,
 )
 from client.protocol.errors import ErrorCode, TributaryError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_ADMIN_TIMEOUT_MS = 30_000  # Kafka's default.api.timeout.ms is 60 s; requests 30 s
 
@@ -98,3 +106,44 @@ class AdminBase:
     async def _fresh_cluster(self) -> ClusterView:
         self.metadata.request_update()
         return await self.metadata.refresh()
+
+    async def _ask_every_broker(self, request: Any, what: str) -> list[tuple[BrokerInfo, Any]]:
+        """`request` to every live broker at once: [(broker, its answer)] from those that
+        answered with no error, in broker order. A broker still loading
+        (COORDINATOR_LOAD_IN_PROGRESS) is asked again; one that cannot be reached or does
+        not answer within the request timeout is skipped (logged), and when none
+        answers, `NoBrokersAvailableError`; any other error code raises `TributaryError`.
+        `what` names the request in errors ("ListGroups")."""
+        cluster = await self._fresh_cluster()
+        timeout_s = self.request_timeout_ms / 1000
+        answers: dict[int, tuple[BrokerInfo, Any]] = {}
+        failures: list[BaseException] = []
+
+        async def ask(broker: BrokerInfo) -> None:
+            with trio.move_on_after(timeout_s):
+                while True:
+                    try:
+                        response = await self._pool.request(
+                            *broker.address, request, timeout_s=timeout_s
+                        )
+                    except BrokerConnectionError as exc:
+                        failures.append(exc)
+                        log.warning("%s to broker %d failed: %s", what, broker.node_id, exc)
+                        return
+                    code = ErrorCode.from_code(response.error_code)
+                    if code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                        await trio.sleep(self.retry_backoff_ms / 1000)
+                        continue
+                    if code is not ErrorCode.NONE:
+                        raise TributaryError(code, f"{what} to broker {broker.node_id}")
+                    answers[broker.node_id] = (broker, response)
+                    return
+            failures.append(TributaryError(ErrorCode.REQUEST_TIMED_OUT, what))
+
+        brokers = sorted(cluster.brokers.values())
+        async with trio.open_nursery() as nursery:
+            for broker in brokers:
+                nursery.start_soon(ask, broker)
+        if brokers and len(failures) == len(brokers):
+            raise NoBrokersAvailableError(f"no broker answered {what} ({failures[-1]})")
+        return [answers[node_id] for node_id in sorted(answers)]

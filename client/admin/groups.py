@@ -35,7 +35,6 @@ from client.consumer.group.offsets import (
     offset_commit_request,
     offset_fetch_request,
 )
-from client.metadata import BrokerInfo, NoBrokersAvailableError
 from client.protocol import messages as m
 from client.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -66,41 +65,13 @@ class GroupAdmin(AdminBase):
         """Every group of the cluster (only those in `states`, if given), sorted by id:
         ListGroups to every live broker, merged. A broker that cannot be reached is
         skipped (logged); if none answers, `NoBrokersAvailableError`."""
-        cluster = await self._fresh_cluster()
         request = m.ListGroupsRequest(states_filter=list(states))
         found: dict[str, GroupListing] = {}
-        failures: list[BaseException] = []
-
-        async def ask(broker: BrokerInfo) -> None:
-            with trio.move_on_after(self.request_timeout_ms / 1000):
-                while True:
-                    try:
-                        response = await self._pool.request(
-                            *broker.address, request, timeout_s=self.request_timeout_ms / 1000
-                        )
-                        code = ErrorCode.from_code(response.error_code)
-                    except BrokerConnectionError as exc:
-                        failures.append(exc)
-                        log.warning("ListGroups to broker %d failed: %s", broker.node_id, exc)
-                        return
-                    if code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                        await trio.sleep(self.retry_backoff_ms / 1000)
-                        continue
-                    if code is not ErrorCode.NONE:
-                        raise TributaryError(code, f"listing the groups of broker {broker.node_id}")
-                    for g in response.groups:
-                        found[g.group_id] = GroupListing(
-                            g.group_id, g.protocol_type, g.group_state, broker.node_id
-                        )
-                    return
-            failures.append(TributaryError(ErrorCode.REQUEST_TIMED_OUT, "ListGroups"))
-
-        brokers = sorted(cluster.brokers.values())
-        async with trio.open_nursery() as nursery:
-            for broker in brokers:
-                nursery.start_soon(ask, broker)
-        if brokers and len(failures) == len(brokers):
-            raise NoBrokersAvailableError(f"no broker answered ListGroups ({failures[-1]})")
+        for broker, response in await self._ask_every_broker(request, "ListGroups"):
+            for g in response.groups:
+                found[g.group_id] = GroupListing(
+                    g.group_id, g.protocol_type, g.group_state, broker.node_id
+                )
         return sorted(found.values())
 
     async def _group_request(

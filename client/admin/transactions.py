@@ -18,7 +18,6 @@ import trio
 from client.admin.base import AdminBase
 from client.connection import BrokerConnectionError
 from client.consumer.group.channel import find_coordinator
-from client.metadata import BrokerInfo, NoBrokersAvailableError
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode, TributaryError
 from client.protocol.types import TopicPartition
@@ -63,47 +62,19 @@ class TransactionAdmin(AdminBase):
     ) -> list[TransactionListing]:
         """Every transactional id of the cluster (in `states`, of `producer_ids`, if
         given), sorted. Raises `TributaryError(INVALID_REQUEST)` naming unknown states."""
-        cluster = await self._fresh_cluster()
         request = m.ListTransactionsRequest(
             state_filters=list(states), producer_id_filters=list(producer_ids)
         )
         found: list[TransactionListing] = []
-        failures: list[BaseException] = []
         unknown: set[str] = set()
-
-        async def ask(broker: BrokerInfo) -> None:
-            with trio.move_on_after(self.request_timeout_ms / 1000):
-                while True:
-                    try:
-                        response = await self._pool.request(
-                            *broker.address, request, timeout_s=self.request_timeout_ms / 1000
-                        )
-                    except BrokerConnectionError as exc:
-                        failures.append(exc)
-                        log.warning("ListTransactions to %d failed: %s", broker.node_id, exc)
-                        return
-                    code = ErrorCode.from_code(response.error_code)
-                    if code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                        await trio.sleep(self.retry_backoff_ms / 1000)
-                        continue
-                    if code is not ErrorCode.NONE:
-                        raise TributaryError(code, f"listing transactions of {broker.node_id}")
-                    unknown.update(response.unknown_state_filters)
-                    found.extend(
-                        TransactionListing(
-                            t.transactional_id, t.producer_id, t.transaction_state, broker.node_id
-                        )
-                        for t in response.transaction_states
-                    )
-                    return
-            failures.append(TributaryError(ErrorCode.REQUEST_TIMED_OUT, "ListTransactions"))
-
-        brokers = sorted(cluster.brokers.values())
-        async with trio.open_nursery() as nursery:
-            for broker in brokers:
-                nursery.start_soon(ask, broker)
-        if brokers and len(failures) == len(brokers):
-            raise NoBrokersAvailableError(f"no broker answered ListTransactions ({failures[-1]})")
+        for broker, response in await self._ask_every_broker(request, "ListTransactions"):
+            unknown.update(response.unknown_state_filters)
+            found.extend(
+                TransactionListing(
+                    t.transactional_id, t.producer_id, t.transaction_state, broker.node_id
+                )
+                for t in response.transaction_states
+            )
         if unknown:
             raise TributaryError(
                 ErrorCode.INVALID_REQUEST,
