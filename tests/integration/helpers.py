@@ -1,11 +1,16 @@
 """Small, explicit helpers for real-process tests: raw protocol calls (so a test sees the
-exact error codes), ZooKeeper reads, and polling with a deadline. Against a secure
-cluster (`LocalCluster(secure=True)`) the calls log in as its `admin` user."""
+exact error codes; `kafka_call` on a Kafka listener), ZooKeeper reads, and polling with a
+deadline. Against a secure cluster (`LocalCluster(secure=True)`) the native calls log in
+as its `admin` user."""
 
 from __future__ import annotations
 
+import io
+import socket
+import struct
 import time
 from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -16,6 +21,38 @@ from client.protocol.records import Record, build_batch
 from client.security.secure_connector import with_security
 from tools.cluster.inspect import read_cluster
 from tools.cluster.launcher import LocalCluster
+
+
+def kafka_call(port: int, request: Any, *, client_id: str = "tests", timeout_s: float = 30) -> Any:
+    """One Kafka request (a kio request object) to the Kafka listener on `port` over a
+    plain socket, blocking; its decoded response."""
+    from kio.index import load_response_from_request
+    from kio.serial import entity_reader, entity_writer
+
+    header_cls = type(request).__header_schema__
+    out = io.BytesIO()
+    entity_writer(header_cls)(
+        out,
+        header_cls(
+            request_api_key=type(request).__api_key__,
+            request_api_version=type(request).__version__,
+            correlation_id=1,
+            client_id=client_id,
+        ),
+    )
+    entity_writer(type(request))(out, request)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", out.tell()) + out.getvalue())
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(1 << 16)
+            assert chunk, "the broker closed the connection"
+            data += chunk
+    response_cls = load_response_from_request(type(request))
+    frame = data[4:]
+    _, used = entity_reader(response_cls.__header_schema__)(frame, 0)
+    response, _ = entity_reader(response_cls)(frame, used)
+    return response
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float, interval_s: float = 0.1):

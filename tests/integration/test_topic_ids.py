@@ -8,16 +8,11 @@ answers INVALID_TOPIC_EXCEPTION, to Tributary's client and to kafka-python.
 
 from __future__ import annotations
 
-import io
-import socket
-import struct
 import uuid
 
 import pytest
 import trio
-from kio.index import load_response_from_request
 from kio.schema.metadata.v12 import request as metadata_v12
-from kio.serial import entity_reader, entity_writer
 
 from client.connection import open_connection
 from client.protocol import messages as m
@@ -25,7 +20,7 @@ from client.protocol.errors import ErrorCode
 from client.protocol.topic_ids import ZERO_TOPIC_ID, topic_id_of_bytes
 from server_common import zkdata
 from tests.integration.conftest import running_cluster
-from tests.integration.helpers import create_topic, wait_until
+from tests.integration.helpers import create_topic, kafka_call, wait_until
 from tools.cluster.launcher import LocalCluster
 
 INVALID_TOPIC_EXCEPTION = 17
@@ -63,31 +58,8 @@ def kafka_metadata(cluster: LocalCluster, broker_id: int, *topics: str):
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
-    header_cls = type(request).__header_schema__
-    out = io.BytesIO()
-    entity_writer(header_cls)(
-        out,
-        header_cls(
-            request_api_key=type(request).__api_key__,
-            request_api_version=type(request).__version__,
-            correlation_id=1,
-            client_id="topic-ids-test",
-        ),
-    )
-    entity_writer(type(request))(out, request)
     port = cluster.process(f"broker-{broker_id}").kafka_port
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-        sock.sendall(struct.pack(">i", out.tell()) + out.getvalue())
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-            chunk = sock.recv(1 << 16)
-            assert chunk, "the broker closed the connection"
-            data += chunk
-    response_cls = load_response_from_request(type(request))
-    frame = data[4:]
-    _, used = entity_reader(response_cls.__header_schema__)(frame, 0)
-    response, _ = entity_reader(response_cls)(frame, used)
-    return response
+    return kafka_call(port, request, client_id="topic-ids-test", timeout_s=20)
 
 
 def znode_id(cluster: LocalCluster, topic: str) -> uuid.UUID | None:

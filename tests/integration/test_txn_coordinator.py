@@ -13,25 +13,21 @@ the committed records.
 
 from __future__ import annotations
 
-import io
-import socket
-import struct
 from typing import Any
 
 import pytest
 import trio
-from kio.index import load_response_from_request
 from kio.schema.add_partitions_to_txn.v1 import request as add_v1
 from kio.schema.add_partitions_to_txn.v3 import request as add_v3
 from kio.schema.describe_transactions.v0 import request as describe_v0
 from kio.schema.end_txn.v3 import request as end_v3
 from kio.schema.find_coordinator.v3 import request as find_v3
 from kio.schema.list_transactions.v0 import request as list_v0
-from kio.serial import entity_reader, entity_writer
 
 from client.connection import open_connection
 from client.protocol import messages as m
 from client.protocol.errors import ErrorCode
+from tests.integration import helpers
 from tests.integration.conftest import running_cluster
 from tests.integration.helpers import create_topic, wait_until
 from tests.integration.test_kafka_clients import kafka_bootstrap, tributary
@@ -56,31 +52,7 @@ def cluster(tmp_path_factory):
 
 
 def kafka_call(port: int, request: Any) -> Any:
-    """One Kafka request to a Kafka listener over a plain socket; its decoded response."""
-    header_cls = type(request).__header_schema__
-    out = io.BytesIO()
-    entity_writer(header_cls)(
-        out,
-        header_cls(
-            request_api_key=type(request).__api_key__,
-            request_api_version=type(request).__version__,
-            correlation_id=1,
-            client_id="txn-coordinator-test",
-        ),
-    )
-    entity_writer(type(request))(out, request)
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(struct.pack(">i", out.tell()) + out.getvalue())
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-            chunk = sock.recv(1 << 16)
-            assert chunk, "the broker closed the connection"
-            data += chunk
-    response_cls = load_response_from_request(type(request))
-    frame = data[4:]
-    _, used = entity_reader(response_cls.__header_schema__)(frame, 0)
-    response, _ = entity_reader(response_cls)(frame, used)
-    return response
+    return helpers.kafka_call(port, request, client_id="txn-coordinator-test")
 
 
 def kafka_port(cluster, broker_id: int) -> int:
