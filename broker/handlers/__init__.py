@@ -39,7 +39,8 @@ callback fills. No handler wakes a timer or a fetcher: the core reports those it
 - `elections.py`: ElectLeaders (preferred); `reassignments.py`: Alter- and
   ListPartitionReassignments; both write the /admin znodes the controller watches;
 - `groups.py`: the consumer group APIs (`GROUP_APIS`), over the group coordinator
-  (broker/tasks/group_service.py);
+  (broker/tasks/group_service.py); `coordinators.py`: FindCoordinator's answer for a
+  group or transactional id (the leader of its internal topic partition);
 - `transactions.py`: the transaction APIs (InitProducerId with a transactional id,
   FindCoordinator key type 1, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, Describe/
   ListTransactions) over the transaction coordinator (broker/tasks/txn_service.py), added

@@ -27,6 +27,7 @@ from typing import Any
 from broker.core.group.coordinator import JoinRequest, describe
 from broker.core.group.offsets_topic import OFFSETS_TOPIC, OffsetValue
 from broker.core.metadata_cache import MetadataCache
+from broker.handlers.coordinators import coordinator_answer, locate_coordinator
 from broker.tasks.group_service import GroupService
 from client.protocol import messages as m
 from client.protocol.api import ApiKey
@@ -102,36 +103,27 @@ class GroupHandlers:
     async def find_coordinator(
         self, request: m.FindCoordinatorRequest, listener: str | None
     ) -> m.FindCoordinatorResponse:
-        def answer(code: ErrorCode, message: str | None = None, node=None):
-            host, port = node.address_for(listener) if node is not None else ("", -1)
-            return m.FindCoordinatorResponse(
-                throttle_time_ms=0,
-                error_code=code,
-                error_message=message,
-                node_id=node.broker_id if node is not None else -1,
-                host=host,
-                port=port,
-            )
-
         if request.key_type == TRANSACTION_KEY_TYPE:
             if self.find_transaction_coordinator is not None:
                 return await self.find_transaction_coordinator(request, listener)
-            return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, NO_TRANSACTIONS)
+            return coordinator_answer(
+                listener, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, NO_TRANSACTIONS
+            )
         if request.key_type != GROUP_KEY_TYPE:
-            return answer(
-                ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
+            return coordinator_answer(
+                listener,
+                ErrorCode.INVALID_REQUEST,
+                f"unknown coordinator key type {request.key_type}",
             )
         if not request.key:
-            return answer(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
-        partitions = self.cache.topics.get(OFFSETS_TOPIC)
-        if not partitions:
-            await self.service.ensure_offsets_topic()
-            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}")
-        state = partitions.get(self.coordinator.partition_for(request.key))
-        node = self.cache.brokers.get(state.leader) if state is not None else None
-        if node is None:
-            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no leader")
-        return answer(ErrorCode.NONE, None, node)
+            return coordinator_answer(listener, ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        return await locate_coordinator(
+            self.cache,
+            listener,
+            OFFSETS_TOPIC,
+            self.coordinator.partition_for(request.key),
+            self.service.ensure_offsets_topic,
+        )
 
     # -- membership ---------------------------------------------------------------------
     def join_group(self, request: m.JoinGroupRequest, client_id: str) -> Reply:

@@ -27,6 +27,7 @@ from broker.core.group.offsets_topic import partition_for as offsets_partition_f
 from broker.core.metadata_cache import MetadataCache
 from broker.core.txn.metadata import TransactionMetadata
 from broker.core.txn.state_log import TRANSACTION_STATE_TOPIC
+from broker.handlers.coordinators import coordinator_answer, locate_coordinator
 from broker.handlers.producer_ids import ProducerIdHandlers
 from broker.tasks.txn_service import TxnService
 from client.protocol import messages as m
@@ -107,30 +108,17 @@ class TransactionHandlers:
     async def find_coordinator(
         self, request: m.FindCoordinatorRequest, listener: str | None
     ) -> m.FindCoordinatorResponse:
-        def answer(code: ErrorCode, message: str | None = None, node=None):
-            host, port = node.address_for(listener) if node is not None else ("", -1)
-            return m.FindCoordinatorResponse(
-                throttle_time_ms=0,
-                error_code=code,
-                error_message=message,
-                node_id=node.broker_id if node is not None else -1,
-                host=host,
-                port=port,
-            )
-
         if not request.key:
-            return answer(ErrorCode.INVALID_REQUEST, "the transactional id is empty")
-        partitions = self.cache.topics.get(TRANSACTION_STATE_TOPIC)
-        if not partitions:
-            await self.service.ensure_state_topic()
-            return answer(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TRANSACTION_STATE_TOPIC}"
+            return coordinator_answer(
+                listener, ErrorCode.INVALID_REQUEST, "the transactional id is empty"
             )
-        state = partitions.get(self.coordinator.partition_for(request.key))
-        node = self.cache.brokers.get(state.leader) if state is not None else None
-        if node is None:
-            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no leader")
-        return answer(ErrorCode.NONE, None, node)
+        return await locate_coordinator(
+            self.cache,
+            listener,
+            TRANSACTION_STATE_TOPIC,
+            self.coordinator.partition_for(request.key),
+            self.service.ensure_state_topic,
+        )
 
     # -- InitProducerId with a transactional id --------------------------------------------
     async def init_producer_id(self, request: m.InitProducerIdRequest) -> Any:
