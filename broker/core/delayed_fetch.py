@@ -20,10 +20,13 @@ completes it when any of these holds:
 A re-check after one partition changed (the purgatory's `try_complete_key`) looks at
 that partition alone, over the bytes the others had at their last check.
 
-On expiry it completes as well. Either way `on_complete` calls `complete(completed_ms)`
-once: the replica manager re-reads every partition (the data may have moved) and
-responds. (The callback gets the time rather than the operation, so no reference cycle
-keeps a completed fetch alive until the garbage collector finds it.)
+On expiry it completes as well. Either way `on_complete` calls
+`complete(completed_ms, unchanged)` once: the replica manager re-reads every partition
+(the data may have moved) and responds; unless it expired with no change (no re-check:
+not `touched`) after a read at arrival that found nothing: that read's answer is sent
+(only a log start offset moved by retention, which re-checks nothing, may then be one
+wait older). (The callback gets the time and that flag rather than the operation, so no
+reference cycle keeps a completed fetch alive until the garbage collector finds it.)
 """
 
 from __future__ import annotations
@@ -87,7 +90,15 @@ class FetchTarget(Protocol):
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("params", "partitions", "_get_partition", "_complete", "_available", "_total")
+    __slots__ = (
+        "params",
+        "partitions",
+        "_get_partition",
+        "_complete",
+        "_available",
+        "_total",
+        "touched",
+    )
 
     def __init__(
         self,
@@ -95,7 +106,7 @@ class DelayedFetch(DelayedOperation):
         params: FetchParams,
         partitions: dict[TopicPartition, FetchPartitionRequest],
         get_partition: Callable[[TopicPartition], FetchTarget | None],
-        complete: Callable[[int], None],
+        complete: Callable[[int, bool], None],
     ):
         super().__init__(deadline_ms)
         self.params = params
@@ -106,6 +117,8 @@ class DelayedFetch(DelayedOperation):
         # their sum: what a re-check of one changed partition starts from.
         self._available: dict[TopicPartition, int] = {}
         self._total = 0
+        # Whether any of its partitions changed (was re-checked) while it waited.
+        self.touched = False
 
     def try_complete(self, now_ms: int) -> bool:
         needed = max(self.params.min_bytes, 1)
@@ -130,6 +143,7 @@ class DelayedFetch(DelayedOperation):
         on thousands of partitions (a follower's) is not re-read whole at every append,
         HW move or ISR change of one of them: that was quadratic, and stalled a leader
         for seconds when a restarted follower's thousands of ISR expansions completed."""
+        self.touched = True
         request = self.partitions.get(key)  # type: ignore[call-overload]
         if request is None or not isinstance(key, TopicPartition):
             return self.try_complete(now_ms)
@@ -169,4 +183,4 @@ class DelayedFetch(DelayedOperation):
         return 0
 
     def on_complete(self) -> None:
-        self._complete(self.completed_ms)
+        self._complete(self.completed_ms, self.expired and not self.touched)

@@ -110,3 +110,25 @@ def test_a_leadership_change_of_one_partition_completes_the_fetch(leader) -> Non
     moved = PartitionStateUpdate(TOPIC, 42, 1, 2, 1, (2, 1), 1, (1, 2))
     leader.become_leader_or_follower(T0 + 4, 1, [moved])
     assert len(answers) == 1 and leader.fetch_purgatory.pending == 0
+
+
+def test_an_expiry_with_no_change_answers_without_re_reading(leader) -> None:
+    reads = 0
+    real = leader._read
+
+    def counting(*args, **kwargs):
+        nonlocal reads
+        reads += 1
+        return real(*args, **kwargs)
+
+    leader._read = counting  # type: ignore[method-assign]
+    answers = wait_fetch(leader)
+    assert reads == 1  # the read at arrival
+    leader.expire_delayed(T0 + 5_000)
+    assert len(answers) == 1 and reads == 1  # nothing changed: that read is the answer
+    assert not any(r.records for r in answers[0].values())
+    assert all(r.high_watermark == 0 for r in answers[0].values())
+
+    answers = wait_fetch(leader)
+    produce(leader, TPS[7], b"late")  # a change: the fetch is re-read and answered
+    assert len(answers) == 1 and reads == 3 and answers[0][TPS[7]].records
