@@ -17,10 +17,16 @@ completes it when any of these holds:
   the fetch waits for the HW (which its own replication moves, and re-checks this);
 - Case E: the bytes readable across all partitions reached `min_bytes`.
 
-On expiry it completes as well. Either way `on_complete` calls `complete(completed_ms)`
-once: the replica manager re-reads every partition (the data may have moved) and
-responds. (The callback gets the time rather than the operation, so no reference cycle
-keeps a completed fetch alive until the garbage collector finds it.)
+A re-check after one partition changed (the purgatory's `try_complete_key`) looks at
+that partition alone, over the bytes the others had at their last check.
+
+On expiry it completes as well. Either way `on_complete` calls
+`complete(completed_ms, unchanged)` once: the replica manager re-reads every partition
+(the data may have moved) and responds; unless it expired with no change (no re-check:
+not `touched`) after a read at arrival that found nothing: that read's answer is sent
+(only a log start offset moved by retention, which re-checks nothing, may then be one
+wait older). (The callback gets the time and that flag rather than the operation, so no
+reference cycle keeps a completed fetch alive until the garbage collector finds it.)
 """
 
 from __future__ import annotations
@@ -84,7 +90,15 @@ class FetchTarget(Protocol):
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("params", "partitions", "_get_partition", "_complete")
+    __slots__ = (
+        "params",
+        "partitions",
+        "_get_partition",
+        "_complete",
+        "_available",
+        "_total",
+        "touched",
+    )
 
     def __init__(
         self,
@@ -92,43 +106,81 @@ class DelayedFetch(DelayedOperation):
         params: FetchParams,
         partitions: dict[TopicPartition, FetchPartitionRequest],
         get_partition: Callable[[TopicPartition], FetchTarget | None],
-        complete: Callable[[int], None],
+        complete: Callable[[int, bool], None],
     ):
         super().__init__(deadline_ms)
         self.params = params
         self.partitions = partitions
         self._get_partition = get_partition
         self._complete = complete
+        # Bytes readable per partition at the last check (only those with some), and
+        # their sum: what a re-check of one changed partition starts from.
+        self._available: dict[TopicPartition, int] = {}
+        self._total = 0
+        # Whether any of its partitions changed (was re-checked) while it waited.
+        self.touched = False
 
     def try_complete(self, now_ms: int) -> bool:
-        from_follower = self.params.from_follower
-        committed = self.params.read_committed
         needed = max(self.params.min_bytes, 1)
-        accumulated = 0
+        available: dict[TopicPartition, int] = {}
+        total = 0
         for tp, request in self.partitions.items():
-            partition = self._get_partition(tp)
-            if partition is None:  # Case B
+            found = self._check(tp, request, needed - total)
+            if found is None:  # Cases A-D
                 return True
-            try:
-                partition.check_replica(
-                    request.current_leader_epoch, self.params.fetch_only_from_leader
-                )
-            except PartitionError:  # Case A or C
-                return True
-            end = partition.fetch_upper_bound(from_follower, committed)
-            if end < request.fetch_offset:
-                if self.params.fetch_only_from_leader:  # Case D
+            if found:
+                available[tp] = found
+                total += found
+                if total >= needed:  # Case E; the partitions left cannot undo it
                     return True
-                if partition.fetch_upper_bound(True) < request.fetch_offset:  # Case D
-                    return True
-                continue  # a follower's HW behind the consumer's offset: it will come
-            if end > request.fetch_offset:
-                accumulated += partition.bytes_available(
-                    request.fetch_offset, end, request.partition_max_bytes, needed - accumulated
-                )
-                if accumulated >= needed:  # Case E; the partitions left cannot undo it
-                    return True
+        self._available = available
+        self._total = total
         return False
 
+    def try_complete_key(self, key: object, now_ms: int) -> bool:
+        """Only partition `key` changed: re-check it alone, over what the others had at
+        their last check (each of their changes re-checks them in turn). A fetch waiting
+        on thousands of partitions (a follower's) is not re-read whole at every append,
+        HW move or ISR change of one of them: that was quadratic, and stalled a leader
+        for seconds when a restarted follower's thousands of ISR expansions completed."""
+        self.touched = True
+        request = self.partitions.get(key)  # type: ignore[call-overload]
+        if request is None or not isinstance(key, TopicPartition):
+            return self.try_complete(now_ms)
+        needed = max(self.params.min_bytes, 1)
+        others = self._total - self._available.pop(key, 0)
+        found = self._check(key, request, needed - others)
+        if found is None:  # Cases A-D
+            return True
+        if found:
+            self._available[key] = found
+        self._total = others + found
+        return self._total >= needed  # Case E
+
+    def _check(self, tp: TopicPartition, request: FetchPartitionRequest, wanted: int) -> int | None:
+        """None if the fetch must answer now (Cases A-D), else the bytes readable from
+        `tp` (enough to tell whether `wanted` are there)."""
+        partition = self._get_partition(tp)
+        if partition is None:  # Case B
+            return None
+        try:
+            partition.check_replica(
+                request.current_leader_epoch, self.params.fetch_only_from_leader
+            )
+        except PartitionError:  # Case A or C
+            return None
+        end = partition.fetch_upper_bound(self.params.from_follower, self.params.read_committed)
+        if end < request.fetch_offset:
+            if self.params.fetch_only_from_leader:  # Case D
+                return None
+            if partition.fetch_upper_bound(True) < request.fetch_offset:  # Case D
+                return None
+            return 0  # a follower's HW behind the consumer's offset: it will come
+        if end > request.fetch_offset:
+            return partition.bytes_available(
+                request.fetch_offset, end, request.partition_max_bytes, wanted
+            )
+        return 0
+
     def on_complete(self) -> None:
-        self._complete(self.completed_ms)
+        self._complete(self.completed_ms, self.expired and not self.touched)

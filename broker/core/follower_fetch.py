@@ -292,17 +292,35 @@ class FollowerFetch:
     def fetch_failed(
         self, leader_id: int, sent_partitions: list[TopicPartition], now_ms: int
     ) -> None:
-        """The leader could not be reached: back off every partition in the request."""
+        """The leader could not be reached: back off every partition in the request,
+        with one log line for all of them (a fetch may carry thousands)."""
+        backed_off = 0
         for tp in sent_partitions:
             state = self.states.get(tp)
             if state is not None and state.leader_id == leader_id:
-                self._back_off(tp, state, ErrorCode.NETWORK_EXCEPTION, now_ms)
+                self._back_off(tp, state, ErrorCode.NETWORK_EXCEPTION, now_ms, quiet=True)
+                backed_off += 1
+        if backed_off:
+            log.info(
+                "fetch of %d partitions from leader %d failed; backing off %d ms",
+                backed_off,
+                leader_id,
+                self.config.replica_fetch_backoff_ms,
+            )
 
     def _back_off(
-        self, tp: TopicPartition, state: FollowerFetchState, error: ErrorCode, now_ms: int
+        self,
+        tp: TopicPartition,
+        state: FollowerFetchState,
+        error: ErrorCode,
+        now_ms: int,
+        *,
+        quiet: bool = False,
     ) -> None:
         state.consecutive_errors += 1
         state.delayed_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+        if quiet:
+            return
         if state.consecutive_errors == 1 or state.consecutive_errors % 50 == 0:
             log.info(
                 "%s: fetch from leader %d failed with %s; backing off %d ms",

@@ -11,7 +11,8 @@ wheel, since the Trio core is single-threaded):
   it can; otherwise it watches it under each key (a partition) and schedules its expiry.
 - `Purgatory.check_and_complete(key, now_ms)` is called when something changed for that
   key (an append, an HW move, a leadership change); every operation watching it is
-  tried. A completed operation is removed from *every* watch list at once (Kafka needed
+  tried (`try_complete_key`: an operation over many keys may re-check that key alone).
+  A completed operation is removed from *every* watch list at once (Kafka needed
   a reaper thread for this; we keep the back-references instead), so nothing leaks.
 - Expiry uses one binary heap of [deadline, sequence, op] entries with lazy deletion: a
   completed operation's entry stays in the heap until popped, emptied (its op slot set
@@ -74,6 +75,11 @@ class DelayedOperation:
 
     def on_complete(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def try_complete_key(self, key: Hashable, now_ms: int) -> bool:
+        """`try_complete` after something changed for `key` (`check_and_complete`); an
+        operation over many keys may re-check that one alone. By default: all of it."""
+        return self.try_complete(now_ms)
 
     def on_expiration(self) -> None:
         """Hook run just before `on_complete` when the deadline passed."""
@@ -217,7 +223,7 @@ class Purgatory:
             return 0
         done = 0
         for op in list(watchers.values()):
-            if not op.completed and op.try_complete(now_ms):
+            if not op.completed and op.try_complete_key(key, now_ms):
                 self._finish(op, now_ms, expired=False)
                 done += 1
         return done

@@ -284,8 +284,14 @@ class ReplicaManager(LeaderQueries):
             respond(results)
             return
 
-        def complete(completed_ms: int) -> None:
+        def complete(completed_ms: int, unchanged: bool) -> None:
             self.fetch_waited(params.from_follower, max(0, completed_ms - now_ms))
+            if unchanged and total == 0:
+                # Expired with no change to any of its partitions: the read at arrival
+                # (nothing to send) still holds. Not re-reading thousands of idle
+                # partitions at every expiry is most of a follower's idle cost.
+                respond(results)
+                return
             # Only a read: the follower's progress was recorded when its fetch arrived
             # (Kafka's DelayedFetch.onComplete does not record it again either).
             respond(self._read(params, partitions, completed_ms, record_progress=False))
