@@ -452,18 +452,24 @@ class Log:
     # ================================================================== compaction
 
     def replace_segments(
-        self, new: LogSegment, old: Sequence[LogSegment], ops: FileOps | None = None
+        self,
+        new: LogSegment,
+        old: Sequence[LogSegment],
+        ops: FileOps | None = None,
+        *,
+        aborted: Sequence[AbortedTxn] | None = None,
     ) -> None:
         """Put the cleaned segment `new` (flushed, its files suffixed `.cleaned`, its base
         offset the first old one's) in place of `old`, consecutive closed segments of this
-        log, on disk (crash-safely, `swap.py`) and in memory.
+        log, on disk (crash-safely, `swap.py`) and in memory; its `.txnindex` holds
+        `aborted` (the ABORT markers kept), by default all of the old segments' entries.
 
         LogError, with nothing changed, when `old` is no longer a run of this log's closed
         segments (retention or truncation got there first): the caller deletes `new`.
         """
         self._check_open()
         self._local.replace_segments(new, old, ops or FileOps())
-        self._txn_indexes.merge(new.base_offset, [segment.base_offset for segment in old])
+        self._txn_indexes.merge(new.base_offset, [s.base_offset for s in old], aborted)
 
     # ================================================================== retention
 

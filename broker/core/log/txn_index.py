@@ -8,8 +8,8 @@ offset when the transaction completed). `TransactionIndexes` holds every segment
 entries in memory (aborts are rare) and mirrors them in the files: appends go to the
 end of the file; truncation drops the entries whose marker is at or after the new end
 and rewrites the file; retention and truncation drop the files of segments that are
-gone (`retain`); the cleaner's replacement merges the replaced segments' entries into
-the cleaned one (`merge`). Loading reads every file (a torn trailing entry is ignored)
+gone (`retain`); the cleaner's replacement gives the cleaned segment the entries of the
+ABORT markers it kept (`merge`). Loading reads every file (a torn trailing entry is ignored)
 and removes files without a segment; recovery drops the entries from the offset it
 replays from and writes them again as it meets the markers (`loader.py`).
 
@@ -142,9 +142,14 @@ class TransactionIndexes:
             del self.entries[base]
             self.path(base).unlink(missing_ok=True)
 
-    def merge(self, new_base: int, old_bases: list[int]) -> None:
-        """The cleaned segment at `new_base` replaced those at `old_bases`."""
+    def merge(
+        self, new_base: int, old_bases: list[int], kept: Sequence[AbortedTxn] | None = None
+    ) -> None:
+        """The cleaned segment at `new_base` replaced those at `old_bases`: its entries
+        are `kept`, or else all of theirs."""
         merged = [e for base in old_bases for e in self.entries.pop(base, [])]
+        if kept is not None:
+            merged = list(kept)
         for base in old_bases:
             if base != new_base:
                 self.path(base).unlink(missing_ok=True)
