@@ -392,3 +392,72 @@ def test_cleaning_never_changes_what_read_committed_readers_see(
     assert rebuilt.producer_state.ongoing_txns == ongoing
     rebuilt.close()
     shutil.rmtree(path)
+
+
+# -- crash safety ---------------------------------------------------------------------------
+
+
+def _aborts_indexed_match_markers(log: Log) -> bool:
+    aborts = [(pid, offset) for offset, pid, commit in markers(log) if not commit]
+    return [(p, last) for p, _, last in aborted_list(log)] == aborts
+
+
+def test_a_crash_anywhere_in_a_pass_keeps_the_txnindex_with_its_segment(tmp_path):
+    """The cleaned `.txnindex` is swapped in with its segment: after a crash at any file
+    operation of a pass (and maybe another in the recovery of the swap; then a recovery
+    that replays nothing: the segments were flushed), the index lists exactly the ABORT
+    markers in the log and readers see the same latest values."""
+    source = tmp_path / "source"
+    log = open_log(source)
+    w = Writer(log)
+    for round_ in range(3):
+        w.txn(1, (b"a", f"c{round_}".encode()))
+        w.end(1, commit=True)
+        w.txn(2, (b"a", f"x{round_}".encode()))
+        w.end(2, commit=False)
+        w.roll()
+    w.txn(2, (b"b", b"last"))
+    w.end(2, commit=True)
+    w.roll()
+    view = latest(read_committed(log))
+    leo = log.log_end_offset
+    log.flush()
+    log.close()
+    crash_at, crashed = 0, True
+    while crashed:
+        crash_at += 1
+        for recovery_crash_at in (None, 1, 3):
+            run = tmp_path / "run"
+            shutil.copytree(source, run)
+            crashed = _crash_pass(run, leo, crash_at, recovery_crash_at)
+            recovered = open_log(run, recovery_point=leo)
+            where = f"crash at {crash_at}, in recovery at {recovery_crash_at}"
+            assert _aborts_indexed_match_markers(recovered), where
+            assert latest(read_committed(recovered)) == view, where
+            recovered.close()
+            shutil.rmtree(run)
+    assert crash_at > 5
+
+
+def _crash_pass(run: Path, leo: int, crash_at: int, recovery_crash_at: int | None) -> bool:
+    """A pass over the log in `run` that dies at file operation `crash_at`, and maybe a
+    first recovery of its swap that dies too; returns whether the pass died."""
+    from broker.core.log.swap import recover_interrupted_swaps
+    from tests.unit.test_log_cleaner import Crash, CrashingOps, abandon
+
+    log = open_log(run, had_clean_shutdown=True, recovery_point=leo)
+    target = log_to_clean(TP, log, BEFORE_HORIZON, leo)
+    job = CleaningJob(target, now_ms=BEFORE_HORIZON, map_capacity=1000)
+    job.ops = CrashingOps(crash_at)
+    try:
+        job.run_to_end(200)
+        crashed = False
+    except Crash:
+        crashed = True
+    abandon(log, job)
+    if recovery_crash_at is not None:
+        try:
+            recover_interrupted_swaps(run / "t-0", CrashingOps(recovery_crash_at))
+        except Crash:
+            pass
+    return crashed

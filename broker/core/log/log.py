@@ -52,6 +52,7 @@ import logging
 import os
 import shutil
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from broker.core.log.config import LONG_MAX, LogConfig
@@ -468,8 +469,9 @@ class Log:
         segments (retention or truncation got there first): the caller deletes `new`.
         """
         self._check_open()
-        self._local.replace_segments(new, old, ops or FileOps())
-        self._txn_indexes.merge(new.base_offset, [s.base_offset for s in old], aborted)
+        bases = [segment.base_offset for segment in old]
+        swap = partial(self._local.replace_segments, new, old, ops or FileOps())
+        self._txn_indexes.replace(new.base_offset, bases, aborted, swap)
 
     # ================================================================== retention
 
