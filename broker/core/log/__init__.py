@@ -33,8 +33,9 @@ Modules:
   store's exceptions;
 - `manager.py`: `LogManager`, every log of one log directory, its lock and checkpoints;
 - `cleaner_manager.py` (which log and range to compact next), `cleaner.py` (compacting
-  one log in bounded steps) and `swap.py` (putting cleaned segments in place
-  crash-safely);
+  one log in bounded steps), `cleaner_txn.py` (which transaction markers, aborted
+  batches and producers' last batches a pass keeps) and `swap.py` (putting cleaned
+  segments in place crash-safely);
 - `verify.py`: checking segments against their CRCs and rebuilding a damaged one (the
   scrubber's).
 """

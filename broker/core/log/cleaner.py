@@ -39,11 +39,19 @@ the disk.
    of the group: on disk through the `.cleaned`/`.swap`/`.deleted` protocol, in memory
    at once.
 
-Transactions (Kafka's cleaner): control batches (COMMIT/ABORT markers) are never mapped
-and always kept (they end their transactions for every reader and for recovery); the
-records of aborted transactions (the log's `.txnindex`) are not mapped either, so they
-never hide a committed record with the same key, and are removed; the cleaner manager
-keeps open transactions out of the dirty range.
+Transactions (Kafka's cleaner, `cleaner_txn.py`): control batches (COMMIT/ABORT markers)
+and the records of aborted transactions (the log's `.txnindex`) are never mapped, so an
+aborted record never hides a committed one with the same key; when cleaning, aborted
+transactions' batches are removed. A marker stays while any batch of its transaction was
+read in this pass (so the pass that removes an aborted transaction's batches keeps its
+ABORT marker, and a COMMIT marker stays until every record of its transaction is gone);
+then it goes like a tombstone, once past the delete horizon (in the clean part before
+this pass and its segment older than now - `delete.retention.ms`), unless it is the new
+segment's last batch. The last batch of each producer in the producer state (an empty
+one if none of its records is kept; or its last marker, if it has no data batch) always
+stays, so its epoch and sequence survive cleaning and recovery. The new segment's
+`.txnindex` holds the entries of the ABORT markers kept (`Log.replace_segments`). The
+cleaner manager keeps open transactions out of the dirty range.
 
 File operations go through a `FileOps` object (tests inject crashes). Time is `now_ms`.
 """
@@ -56,11 +64,13 @@ from dataclasses import dataclass
 from enum import Enum
 
 from broker.core.log.cleaner_manager import LogToClean
+from broker.core.log.cleaner_txn import CleanedTransactions, last_records_of, marker_kind
 from broker.core.log.config import INT_MAX
 from broker.core.log.errors import LogError
 from broker.core.log.log import Log
 from broker.core.log.segment import BatchPlacement, LogSegment
 from broker.core.log.swap import CLEANED_SUFFIX, FileOps
+from broker.core.log.txn_index import AbortedTxn
 from client.protocol.records import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
@@ -113,6 +123,7 @@ class CleanerStats:
     records_kept: int = 0
     keys_mapped: int = 0
     groups_swapped: int = 0
+    markers_removed: int = 0
 
 
 @dataclass
@@ -168,6 +179,8 @@ class CleaningJob:
             self._cursor.position = found[0] if found is not None else self._dirty[0].size
         self._expired: dict[int, bool] = {}  # id(segment) -> its tombstones may go
         self._groups: list[_Group] = []
+        self._txns = CleanedTransactions((), {})  # set when the groups are planned
+        self._abort_entries: dict[tuple[int, int], AbortedTxn] = {}
         retention = self.log.config.delete_retention_ms
         self._tombstone_horizon_ms = now_ms - retention
         # Aborted transactions below the uncleanable offset: producer id -> [(first, last)].
@@ -357,6 +370,11 @@ class CleaningJob:
         self._groups = self._plan_groups(end_offset)
         self._cursor = _Cursor()
         if self._groups:
+            aborted = self.log.collect_aborted_transactions(0, self._groups[-1].last_offset + 1)
+            self._abort_entries = {(t.producer_id, t.last_offset): t for t in aborted}
+            self._txns = CleanedTransactions(
+                aborted, last_records_of(self.log.producer_state.entries)
+            )
             self.phase = Phase.CLEAN
         else:
             self.log.update_cleaner_checkpoint(end_offset)
@@ -438,21 +456,36 @@ class CleaningJob:
         last = base + header.last_offset_delta
         latest = self._latest_mapped
         self.stats.records_read += header.records_count
-        if base > latest:  # past the map: kept as it is (Kafka's pastLatestOffset)
-            self.stats.records_kept += header.records_count
-            return batch
-        skipped = self._skipped(header)
-        if skipped is not None:
-            if skipped:
-                self.stats.records_kept += header.records_count
-                return batch
-            return filter_batch(batch, lambda *_: False, keep_empty=last == group_last)
-        table = self._map
         first_dirty = self._first_dirty
         expire = self._expired.get(id(segment))
         if expire is None:
             expire = segment.largest_timestamp < self._tombstone_horizon_ms
             self._expired[id(segment)] = expire
+        txns = self._txns
+        if header.attributes & ATTR_CONTROL:
+            commit = marker_kind(batch)
+            if (
+                txns.on_marker(header, commit)
+                and base <= latest
+                and expire
+                and last < first_dirty
+                and last != group_last  # the new segment must end where the old ones did
+                and not txns.is_last_of_producer(header)
+            ):
+                self.stats.markers_removed += 1
+                return None
+            if commit is False:
+                txns.keep_abort(header, self._abort_entries)
+            self.stats.records_kept += header.records_count
+            return batch
+        discard = txns.on_batch(header)
+        if base > latest:  # past the map: kept as it is (Kafka's pastLatestOffset)
+            self.stats.records_kept += header.records_count
+            return batch
+        keep_empty = last == group_last or txns.is_last_of_producer(header)
+        if discard:  # an aborted transaction's batch
+            return filter_batch(batch, lambda *_: False, keep_empty=keep_empty)
+        table = self._map
 
         def keep(offset: int, key: bytes | None, value: bytes | None) -> bool:
             if offset > latest:
@@ -463,7 +496,7 @@ class CleaningJob:
                 return False
             return value is not None or not (expire and offset < first_dirty)
 
-        kept = filter_batch(batch, keep, keep_empty=last == group_last)
+        kept = filter_batch(batch, keep, keep_empty=keep_empty)
         if kept is not None:
             self.stats.records_kept += read_header(kept).records_count
         return kept
@@ -483,7 +516,9 @@ class CleaningJob:
         output = group.output
         assert output is not None  # made by the group's first clean step
         try:
-            self.log.replace_segments(output, group.segments, self.ops)
+            self.log.replace_segments(
+                output, group.segments, self.ops, aborted=self._txns.take_kept()
+            )
         except LogError as exc:
             self.abort(str(exc))
             return

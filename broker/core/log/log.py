@@ -52,6 +52,7 @@ import logging
 import os
 import shutil
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from broker.core.log.config import LONG_MAX, LogConfig
@@ -452,18 +453,25 @@ class Log:
     # ================================================================== compaction
 
     def replace_segments(
-        self, new: LogSegment, old: Sequence[LogSegment], ops: FileOps | None = None
+        self,
+        new: LogSegment,
+        old: Sequence[LogSegment],
+        ops: FileOps | None = None,
+        *,
+        aborted: Sequence[AbortedTxn] | None = None,
     ) -> None:
         """Put the cleaned segment `new` (flushed, its files suffixed `.cleaned`, its base
         offset the first old one's) in place of `old`, consecutive closed segments of this
-        log, on disk (crash-safely, `swap.py`) and in memory.
+        log, on disk (crash-safely, `swap.py`) and in memory; its `.txnindex` holds
+        `aborted` (the ABORT markers kept), by default all of the old segments' entries.
 
         LogError, with nothing changed, when `old` is no longer a run of this log's closed
         segments (retention or truncation got there first): the caller deletes `new`.
         """
         self._check_open()
-        self._local.replace_segments(new, old, ops or FileOps())
-        self._txn_indexes.merge(new.base_offset, [segment.base_offset for segment in old])
+        bases = [segment.base_offset for segment in old]
+        swap = partial(self._local.replace_segments, new, old, ops or FileOps())
+        self._txn_indexes.replace(new.base_offset, bases, aborted, swap)
 
     # ================================================================== retention
 

@@ -4,12 +4,15 @@ protocol), and finishing an interrupted replacement when the log opens.
 
 How it works. The cleaner writes the new segment as `<base>.log.cleaned` (with
 `<base>.index.cleaned` and `<base>.timeindex.cleaned`), `<base>` being the first old
-segment's base offset, and fsyncs it. `replace_segment_files` then:
-1. renames the new files to `.swap`, the log file first: that rename is the commit point;
-   fsyncs the directory;
+segment's base offset, and fsyncs it; its aborted transactions go to
+`<base>.txnindex.cleaned` (`txn_index.py`). `replace_segment_files` then:
+1. renames the new `.txnindex` to `.swap`, then the new segment's files, the log file
+   first: that rename is the commit point; fsyncs the directory;
 2. renames each old segment's files to `.deleted`;
-3. renames the new files to their final names; fsyncs the directory;
-4. deletes the `.deleted` files.
+3. renames the new files to their final names, the `.txnindex` first (replacing the old
+   first segment's); fsyncs the directory;
+4. deletes the `.deleted` files (the other old segments' `.txnindex` files go with the
+   in-memory update, or at the next load, which removes those without a segment).
 
 `recover_interrupted_swaps` runs when a log opens, before its segments are read:
 - `.cleaned` files: not committed: deleted (every old segment still has its name);
@@ -20,7 +23,9 @@ segment's base offset, and fsyncs it. `replace_segment_files` then:
   guarantee). What is left of them is deleted and the swap renamed to `<base>.log`. A swap
   file whose batches do not all check out (length, CRC) cannot have been committed whole
   by this code, so it is deleted instead, with a warning, and the old segments stay;
-- index `.swap` files: deleted (the segment rebuilds its indexes when it loads);
+- `<base>.txnindex.swap`: renamed to `<base>.txnindex` when the swap at `<base>` is
+  completed (it holds the new segment's aborted transactions), deleted otherwise;
+- other index `.swap` files: deleted (the segment rebuilds its indexes when it loads);
 - `.deleted` files: deleted (their replacement is in place).
 A crash during recovery leaves files that the next recovery handles the same way.
 
@@ -45,6 +50,7 @@ from broker.core.log.segment import (
     LogSegment,
     segment_file_name,
 )
+from broker.core.log.txn_index import TXN_INDEX_SUFFIX
 from client.protocol.records import LOG_OVERHEAD, RecordError, validate_batch
 
 __all__ = [
@@ -61,7 +67,7 @@ logger = logging.getLogger(__name__)
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 # Recovery validates a swap file in chunks of this size (or one batch, if larger).
 _SCAN_CHUNK = 8 * 1024 * 1024
 
@@ -93,12 +99,21 @@ class FileOps:
 def replace_segment_files(
     directory: Path, new: LogSegment, old: Sequence[LogSegment], ops: FileOps
 ) -> None:
-    """Steps 1-4 above: `new` (flushed, files suffixed `.cleaned`) replaces `old` on disk.
-    The old segments' handles are closed; the new segment stays open."""
+    """Steps 1-4 above: `new` (flushed, files suffixed `.cleaned`, and its `.txnindex`
+    if written) replaces `old` on disk. The old segments' handles are closed; the new
+    segment stays open."""
+    txn_index = directory / segment_file_name(new.base_offset, TXN_INDEX_SUFFIX)
+    txn_cleaned = txn_index.with_name(txn_index.name + CLEANED_SUFFIX)
+    txn_swap = txn_index.with_name(txn_index.name + SWAP_SUFFIX)
+    has_txn_index = txn_cleaned.exists()
+    if has_txn_index:
+        ops.rename(txn_cleaned, txn_swap)
     new.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, ops.rename)
     ops.fsync_dir(directory)
     for segment in old:
         segment.change_file_suffix("", DELETED_SUFFIX, ops.rename)
+    if has_txn_index:
+        ops.rename(txn_swap, txn_index)
     new.change_file_suffix(SWAP_SUFFIX, "", ops.rename)
     ops.fsync_dir(directory)
     for segment in old:
@@ -112,6 +127,7 @@ def recover_interrupted_swaps(directory: Path, ops: FileOps | None = None) -> No
     ops = ops or FileOps()
     names = sorted(os.listdir(directory))
     swaps: list[int] = []
+    txn_swaps: set[int] = set()
     for name in names:
         if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX)):
             logger.info("%s: removing %s left by an interrupted cleaning", directory.name, name)
@@ -120,8 +136,12 @@ def recover_interrupted_swaps(directory: Path, ops: FileOps | None = None) -> No
             match = _SEGMENT_FILE.match(name[: -len(SWAP_SUFFIX)])
             if match is not None and match.group(2) == LOG_SUFFIX:
                 swaps.append(int(match.group(1)))
+            elif match is not None and match.group(2) == TXN_INDEX_SUFFIX:
+                txn_swaps.add(int(match.group(1)))
             else:
                 ops.unlink(directory / name)
+    for base in txn_swaps - set(swaps):  # not committed: the old segments stay
+        ops.unlink(directory / (segment_file_name(base, TXN_INDEX_SUFFIX) + SWAP_SUFFIX))
     if not swaps:
         return
     present = sorted(
@@ -139,6 +159,8 @@ def recover_interrupted_swaps(directory: Path, ops: FileOps | None = None) -> No
                 swap_path.name,
             )
             ops.unlink(swap_path)
+            if base in txn_swaps:
+                ops.unlink(directory / (segment_file_name(base, TXN_INDEX_SUFFIX) + SWAP_SUFFIX))
             continue
         replaced = [b for b in present if base <= b < max(end, base + 1)]
         logger.info(
@@ -150,6 +172,11 @@ def recover_interrupted_swaps(directory: Path, ops: FileOps | None = None) -> No
         for old_base in replaced:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
                 ops.unlink(directory / segment_file_name(old_base, suffix))
+            if old_base != base:
+                ops.unlink(directory / segment_file_name(old_base, TXN_INDEX_SUFFIX))
+        if base in txn_swaps:
+            txn_index = directory / segment_file_name(base, TXN_INDEX_SUFFIX)
+            ops.rename(txn_index.with_name(txn_index.name + SWAP_SUFFIX), txn_index)
         ops.rename(swap_path, directory / segment_file_name(base, LOG_SUFFIX))
         ops.fsync_dir(directory)
 

@@ -8,10 +8,11 @@ offset when the transaction completed). `TransactionIndexes` holds every segment
 entries in memory (aborts are rare) and mirrors them in the files: appends go to the
 end of the file; truncation drops the entries whose marker is at or after the new end
 and rewrites the file; retention and truncation drop the files of segments that are
-gone (`retain`); the cleaner's replacement merges the replaced segments' entries into
-the cleaned one (`merge`). Loading reads every file (a torn trailing entry is ignored)
-and removes files without a segment; recovery drops the entries from the offset it
-replays from and writes them again as it meets the markers (`loader.py`).
+gone (`retain`); the cleaner's replacement gives the cleaned segment the entries of
+the ABORT markers it kept, in a file swapped in with the segment (`replace`). Loading
+reads every file (a torn trailing entry is ignored) and removes files without a
+segment; recovery drops the entries from the offset it replays from and writes them
+again as it meets the markers (`loader.py`).
 
 A read_committed fetch asks `collect(fetch_offset, upper, bases)`: the aborted
 transactions overlapping [fetch_offset, upper), from the segments at and after the one
@@ -28,7 +29,7 @@ import logging
 import os
 import re
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -142,15 +143,36 @@ class TransactionIndexes:
             del self.entries[base]
             self.path(base).unlink(missing_ok=True)
 
-    def merge(self, new_base: int, old_bases: list[int]) -> None:
-        """The cleaned segment at `new_base` replaced those at `old_bases`."""
-        merged = [e for base in old_bases for e in self.entries.pop(base, [])]
+    def replace(
+        self,
+        new_base: int,
+        old_bases: list[int],
+        kept: Sequence[AbortedTxn] | None,
+        swap: Callable[[], None],
+    ) -> None:
+        """The cleaned segment at `new_base` replaces those at `old_bases` through `swap`
+        (`swap.py`): its entries, `kept` or else all of theirs, are written first to
+        `<new_base>.txnindex.cleaned`, which the swap puts in place with the segment."""
+        entries = [e for base in old_bases for e in self.entries.get(base, [])]
+        if kept is not None:
+            entries = list(kept)
+        cleaned = self.path(new_base).with_name(self.path(new_base).name + ".cleaned")
+        with open(cleaned, "wb") as file:
+            file.write(b"".join(e.to_bytes() for e in entries))
+            file.flush()
+            os.fsync(file.fileno())
+        try:
+            swap()
+        finally:
+            cleaned.unlink(missing_ok=True)  # left only when the swap did not start
         for base in old_bases:
+            self.entries.pop(base, None)
             if base != new_base:
                 self.path(base).unlink(missing_ok=True)
-        self._rewrite(new_base, merged)
-        if merged:
-            self.entries[new_base] = merged
+        if entries:
+            self.entries[new_base] = entries
+        else:
+            self.path(new_base).unlink(missing_ok=True)
 
     def delete_all(self) -> None:
         self.retain(())
