@@ -20,10 +20,10 @@ broker's, the propagation of ACLs to every broker is test_acls.py's.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -39,13 +39,13 @@ from tests.integration.conftest import TEST_BROKER_SETTINGS, TEST_CONTROLLER_SET
 from tests.integration.helpers import admin_properties, admin_security, wait_until
 from tests.integration.test_acls import znodes
 from tests.integration.test_secure_local_cluster import confluent_settings
+from tools.cli import main
 from tools.cluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "ledger"
 WRITER = "writer"
 WRITER_PASSWORD = "writer-scram-secret"
@@ -85,18 +85,20 @@ class Secure:
         return {**confluent_settings(status), **extra}
 
     def tributary(self, properties: str, *args: str) -> subprocess.CompletedProcess:
-        """`tributary ARGS` logged in with `properties` (the admin's or the writer's)."""
-        return subprocess.run(
-            [
-                sys.executable, "-m", "tools", *args,
-                "--bootstrap-server", self.cluster.state.bootstrap_servers,
-                "--command-config", properties,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )  # fmt: skip
+        """`tributary ARGS` logged in with `properties` (the admin's or the writer's), run
+        in this process (`tools.cli.main`, as test_cli_acls.py does: no interpreter start
+        per call)."""
+        argv = [
+            *args,
+            "--bootstrap-server",
+            self.cluster.state.bootstrap_servers,
+            "--command-config",
+            properties,
+        ]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
     def logs_in(self, properties: str) -> bool:
         return self.tributary(properties, "topics", "list").returncode == 0
