@@ -13,8 +13,12 @@ transactional id:
   the list holds only the ids it may describe, describing another is refused; Describe
   alone does not let it initialize a producer with that id (InitProducerId wants Write).
 
+The ACLs are also where Kafka 2.8 stores them (/kafka-acl/TransactionalId/ID, and
+/kafka-acl-extended/prefixed/... for a prefix) and listed in kafka-acls' format.
+
 One module-scoped cluster of one broker and one controller: the checks are each
-broker's, the propagation of ACLs to every broker is test_acls.py's.
+broker's, the propagation of ACLs to every broker is test_acls.py's. The CLI runs in
+this process (`tools.cli.main`); librdkafka's producers are real clients.
 """
 
 from __future__ import annotations
