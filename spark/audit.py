@@ -25,6 +25,14 @@ one replica of it):
   offsets (lost data). Offsets below HW that no replica holds are `absent_everywhere`
   ranges (data lost on every replica, or removed by compaction).
 - **Offsets on all replicas**: offsets below HW that every replica holds.
+- **Transactions**: the logs are audited as they are, not as a read_committed consumer
+  sees them. A COMMIT/ABORT marker is a control batch of one record (key: the control
+  key's version and type; value: the marker's version and coordinator epoch) that the
+  partition leader writes when the coordinator asks and followers copy byte for byte;
+  it and the records of aborted transactions take offsets like any record, so each is
+  hashed and compared, counted in the offsets below HW, on all replicas and in a
+  replica's `records`, and one missing from a replica is a `hole` or `lagging` range
+  like a missing record. The `.txnindex` files (derived from the markers) are not read.
 
 All record-level work is Spark aggregation (no driver collect): per-offset hash
 comparison with `groupBy`, missing ranges per partition with `applyInPandas` over batch

@@ -6,6 +6,14 @@ it, the leader change and the ISR shrink must be in their tables, the per-partit
 counts must equal what a consumer reads, and the replica audit must find every
 acknowledged record on every replica.
 
+Transactions too (issue 28, "the replica audit understands markers"): before the faults
+a confluent-kafka transactional producer commits two transactions and aborts one over
+the two partitions of another topic, so every replica's log holds committed and aborted
+records and COMMIT/ABORT markers (the coordinator's `__transaction_state` too); the
+audit must find no divergence and no hole there, every offset (data, aborted data,
+markers) on every replica, and the data source's `read_committed` read of each replica
+must hold exactly the committed records.
+
 Real processes (ZooKeeper, 2 controllers, 3 brokers, through the launcher users run),
 then the job in this test run's shared Spark session. Faults take about half a minute:
 each waits only for what the cluster must do (a leader moved, a session expired, a
@@ -37,6 +45,9 @@ pytestmark = [
 
 TOPIC = "incidents"
 PARTITIONS = 3
+TXN_TOPIC = "ledger"
+TXN_PARTITIONS = 2
+TXN_SETTINGS = {"transaction.state.log.num.partitions": 1}
 
 
 def _cli(cluster, *args: str, stdin: str | None = None, timeout: float = 60):
@@ -83,14 +94,46 @@ def _read_all(cluster, count: int) -> Counter:
     return Counter(json.loads(line)["partition"] for line in result.stdout.splitlines())
 
 
+def _transactions(cluster) -> tuple[int, int, int]:
+    """Two transactions committed and one aborted (its records flushed into the log
+    first) by confluent-kafka, each writing both partitions of TXN_TOPIC: (committed
+    records, aborted records, markers)."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.state.kafka_bootstrap_servers,
+            "transactional.id": "recorded-run",
+            "linger.ms": 5,
+        }
+    )
+    producer.init_transactions(60)
+    committed = aborted = 0
+    for round_, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(TXN_TOPIC, f"{round_}-{i}".encode(), partition=i % TXN_PARTITIONS)
+        assert producer.flush(60) == 0
+        if commit:
+            producer.commit_transaction(60)
+            committed += 20
+        else:
+            producer.abort_transaction(60)
+            aborted += 20
+    return committed, aborted, 3 * TXN_PARTITIONS  # one marker per partition per transaction
+
+
 def _view(cluster):
     return read_cluster(cluster.state.zookeeper_connect)
 
 
 def _all_isrs_full(cluster) -> bool:
     view = _view(cluster)
-    mine = [p for p in view.partitions if p.topic == TOPIC]
-    return len(mine) == PARTITIONS and all(len(p.isr) == 3 and p.leader >= 0 for p in mine)
+    expected = {TOPIC: PARTITIONS, TXN_TOPIC: TXN_PARTITIONS}
+    mine = [p for p in view.partitions if p.topic in expected]
+    return len(mine) == sum(expected.values()) and all(
+        len(p.isr) == 3 and p.leader >= 0 for p in mine
+    )
 
 
 class _Links(html.parser.HTMLParser):
@@ -107,8 +150,10 @@ class _Links(html.parser.HTMLParser):
 def test_a_recorded_run_with_a_kill_a_pause_and_a_failover(start_cluster, spark, tmp_path):  # noqa: F811
     from spark.job import run, text_summary
 
-    cluster = start_cluster(brokers=3, controllers=2)
+    cluster = start_cluster(brokers=3, controllers=2, **TXN_SETTINGS)
     create_topic(cluster, TOPIC, PARTITIONS, 3)
+    create_topic(cluster, TXN_TOPIC, TXN_PARTITIONS, 3)
+    committed, aborted, markers = _transactions(cluster)
     _produce(cluster, 0, 300)
     _consume_as_group(cluster, 300)
 
@@ -204,6 +249,35 @@ def test_a_recorded_run_with_a_kill_a_pause_and_a_failover(start_cluster, spark,
     audit = pq.read_table(out / "audit_partitions").to_pandas()
     mine = audit[audit["topic"] == TOPIC]
     assert set(mine["status"]) == {"ok"} and (mine["offsets_on_all_replicas"] == mine["hw"]).all()
+
+    # The transactional topic: markers and aborted records are offsets like any other,
+    # on every replica, identical; read_committed leaves exactly the committed records.
+    ledger = audit[audit["topic"] == TXN_TOPIC]
+    assert set(ledger["status"]) == {"ok"}, ledger
+    assert (ledger["offsets_on_all_replicas"] == ledger["hw"]).all()
+    assert (
+        ledger[["divergent_offsets", "hole_offsets", "absent_everywhere_offsets"]]
+        .eq(0)
+        .all(axis=None)
+    )
+    assert ledger["hw"].sum() == committed + aborted + markers
+    replicas = pq.read_table(out / "audit_replicas").to_pandas()
+    ledger_replicas = replicas[replicas["topic"] == TXN_TOPIC]
+    assert len(ledger_replicas) == 3 * TXN_PARTITIONS
+    assert (ledger_replicas["records"] == ledger_replicas["partition_hw"]).all()
+    assert (ledger_replicas["missing_offsets"] == 0).all()
+    coordinator = audit[audit["topic"] == "__transaction_state"]
+    assert len(coordinator) == 1 and set(coordinator["status"]) == {"ok"}
+    read = (
+        spark.read.format("tributary")
+        .option("topics", TXN_TOPIC)
+        .option("read_committed", "true")
+        .load(str(cluster.directory))
+        .groupBy("broker")
+        .count()
+        .toPandas()
+    )
+    assert sorted(read["count"]) == [committed] * 3  # each broker holds every partition
 
     # The leader change and the ISR shrink the kill caused are in their tables.
     leaders = pq.read_table(out / "leader_changes").to_pandas()

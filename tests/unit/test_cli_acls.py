@@ -52,6 +52,13 @@ def one_error_line(err: str) -> str:
           "Write"], "ResourceType GROUP only supports operations ALL,READ,DELETE,DESCRIBE"),
         (["acls", "--add", "--idempotent", "--allow-principal", "User:bob", "--topic", "t"],
          "--idempotent goes with --producer"),
+        (["acls", "--add", "--allow-principal", "User:bob", "--transactional-id", ""],
+         "--transactional-id: the name is empty"),
+        (["acls", "--add", "--allow-principal", "User:bob", "--transactional-id", "tx",
+          "--operation", "Read"],
+         "ResourceType TRANSACTIONAL_ID only supports operations ALL,WRITE,DESCRIBE"),
+        (["acls", "--add", "--producer", "--allow-principal", "User:bob",
+          "--transactional-id", "tx"], "need --topic"),
     ],
 )  # fmt: skip
 def test_bad_arguments_are_one_line_and_exit_2(argv, says, capsys):

@@ -92,6 +92,15 @@ def register(subparsers) -> None:
     acls.set_defaults(handler=_run)
 
 
+# The option naming each resource type (for errors).
+RESOURCE_OPTIONS = {
+    ResourceType.TOPIC: "--topic",
+    ResourceType.GROUP: "--group",
+    ResourceType.TRANSACTIONAL_ID: "--transactional-id",
+    ResourceType.CLUSTER: "--cluster",
+}
+
+
 def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
     found = [(ResourceType.TOPIC, t) for t in args.topic]
     found += [(ResourceType.GROUP, g) for g in args.group]
@@ -100,7 +109,7 @@ def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
         found.append((ResourceType.CLUSTER, CLUSTER_NAME))
     for rtype, name in found:
         if not name:
-            raise CliError(f"--{rtype.title.lower()}: the name is empty", exit_code=2)
+            raise CliError(f"{RESOURCE_OPTIONS[rtype]}: the name is empty", exit_code=2)
     return found
 
 
