@@ -48,6 +48,7 @@ async def find_coordinator(
     UNSUPPORTED_VERSION from a broker without group support...)."""
     deadline = trio.current_time() + timeout_s
     request = m.FindCoordinatorRequest(key=group_id, key_type=key_type)  # 1: transactional id
+    what = f"transactional id {group_id!r}" if key_type == 1 else f"group {group_id!r}"
     last: BaseException | None = None
     while True:
         addresses = [b.address for b in sorted(metadata.cluster.brokers.values())]
@@ -66,7 +67,7 @@ async def find_coordinator(
             if code is ErrorCode.NONE:
                 return BrokerInfo(response.node_id, response.host, response.port)
             error = TributaryError(
-                code, f"looking up the coordinator of group {group_id!r}: {detail or code.name}"
+                code, f"looking up the coordinator of {what}: {detail or code.name}"
             )
             if not code.is_retriable:
                 raise error
@@ -75,7 +76,7 @@ async def find_coordinator(
         if trio.current_time() + retry_backoff_ms / 1000 >= deadline:
             raise TributaryError(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                f"no coordinator for group {group_id!r} within {timeout_s:g} s"
+                f"no coordinator for {what} within {timeout_s:g} s"
                 + (f" (last error: {last})" if last is not None else ""),
             )
         await trio.sleep(retry_backoff_ms / 1000)
