@@ -18,9 +18,10 @@ an acks=0 produce, which has no answer, only mutes). A throttled consumer fetch 
 answered as Kafka 2.8 answers it: its record bytes are taken back out of the fetch
 quota and the answer has no partitions (error NONE, the throttle time; Kafka's
 `getThrottledResponse`). Unlike Kafka, the fetch session has already been updated
-when the throttle is known (the answer is built first): a full fetch keeps the session
-it created, and an incremental one's cached partitions count as answered, so a
-partition whose only news was its high watermark is told at its next change.
+when the throttle is known (the answer is built first): the session a throttled full
+fetch created is dropped again (answered with session id 0, as Kafka's; making it may
+have evicted another), and an incremental one's cached partitions count as answered,
+so a partition whose only news was its high watermark is told at its next change.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class QuotaGate:
     def __init__(self, quotas: ClientQuotas, clock: Callable[[], int]) -> None:
         self.quotas = quotas
         self.clock = clock
+        # Drops a fetch session by id (the broker's session cache `remove`): a throttled
+        # full fetch keeps none (set once the handlers exist).
+        self.forget_fetch_session: Callable[[int], object] | None = None
 
     async def serve(self, header: RequestHeader, request: Any, call: Call) -> Any:
         if header.api_key in EXEMPT_APIS or (
@@ -89,11 +93,14 @@ class QuotaGate:
             )
         connection = CONNECTION_THROTTLE.get()
         fetch = header.api_key == ApiKey.FETCH
+        full_fetch = fetch and getattr(request, "session_epoch", -1) == 0  # a new session
 
         def finish(response: Any) -> Any:
             throttle = throttle_ms
             if fetch and isinstance(response, m.FetchResponse):
-                response, throttle = self._fetch_answer(response, throttle, user, client_id)
+                response, throttle = self._fetch_answer(
+                    response, throttle, user, client_id, full_fetch
+                )
             return _throttled(response, throttle, connection, note)
 
         if isinstance(outcome, Reply):
@@ -107,18 +114,28 @@ class QuotaGate:
         return finish(outcome)
 
     def _fetch_answer(
-        self, response: m.FetchResponse, throttle_ms: int, user: str, client_id: str
+        self,
+        response: m.FetchResponse,
+        throttle_ms: int,
+        user: str,
+        client_id: str,
+        full_fetch: bool,
     ) -> tuple[m.FetchResponse, int]:
         """Kafka 2.8's handleFetchRequest: the answer's record bytes go to the fetch
         quota; when either quota throttles, they are taken back out of it and the
-        answer is an empty one (no partitions, Kafka's `getThrottledResponse`)."""
+        answer is an empty one (no partitions, Kafka's `getThrottledResponse`); a full
+        fetch's new session is dropped again (session id 0: Kafka's creates none)."""
         fetched = _fetch_bytes(response)
         now = self.clock()
         throttle_ms = max(throttle_ms, self.quotas.fetch.record(user, client_id, fetched, now))
         if throttle_ms <= 0:
             return response, 0
         self.quotas.fetch.unrecord(user, client_id, fetched, now)
-        return dataclasses.replace(response, topics=[]), throttle_ms
+        session_id = response.session_id
+        if full_fetch and session_id and self.forget_fetch_session is not None:
+            self.forget_fetch_session(session_id)
+            session_id = 0
+        return dataclasses.replace(response, topics=[], session_id=session_id), throttle_ms
 
 
 def _throttled(
