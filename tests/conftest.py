@@ -134,7 +134,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_acls.py": 15,
     "tests/integration/test_racks.py": 40,
     "tests/integration/test_zk_ensemble.py": 45,
-    "tests/integration/test_client_quotas.py": 35,
+    "tests/integration/test_client_quotas.py": 45,
     "tests/unit/test_kafka_bounds.py": 15,
     # Skipped (1 s) until the brokers serve transactions; then a 3-broker cluster: an
     # estimate, to be measured after the merge.
