@@ -302,6 +302,7 @@ class BrokerServer:
             self.handlers.fetch_sessions,
         )
         register_quota_metrics(self.metrics, self.quotas, self.now_ms)
+        self.quota_gate.forget_fetch_session = self.handlers.fetch_sessions.cache.remove
 
     def _authorization(self) -> Authorization | None:
         if self.acls is None:

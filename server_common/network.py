@@ -48,7 +48,8 @@ unsupported version other than ApiVersions') is answered and the connection clos
 Quotas: a handler that finds its client over a quota (broker/quota_gate.py) throttles
 the connection (`CONNECTION_THROTTLE`, Kafka 2.x's muted channel): until the throttle
 time is up the reader reads and serves nothing more from it and the writer holds the
-answers, the throttled one first.
+answers, the throttled one first. A response path that fills the throttle time into
+its answers itself (the Kafka listener's) gets it through `REQUEST_THROTTLE`.
 
 Errors say whose fault they are: a request whose header was readable but whose body
 was not is answered with an error code; broken framing (garbage, a frame over the size
@@ -265,6 +266,27 @@ class ConnectionThrottle:
 # The throttle of the connection whose request is being handled (set per connection).
 CONNECTION_THROTTLE: contextvars.ContextVar[ConnectionThrottle | None] = contextvars.ContextVar(
     "connection_throttle", default=None
+)
+
+
+class RequestThrottle:
+    """The throttle time a quota gave one request, for a response path that writes it
+    into its answers itself (the Kafka listener, broker/kafka/dispatcher.py): the
+    dispatcher sets a fresh one in `REQUEST_THROTTLE` before handing the request on, the
+    quota gate notes the throttle time in it (`note`) before the answer is translated."""
+
+    __slots__ = ("ms",)
+
+    def __init__(self) -> None:
+        self.ms = 0
+
+    def note(self, ms: int) -> None:
+        self.ms = max(self.ms, ms)
+
+
+# The note of the request being handled, when its response path wants one.
+REQUEST_THROTTLE: contextvars.ContextVar[RequestThrottle | None] = contextvars.ContextVar(
+    "request_throttle", default=None
 )
 
 

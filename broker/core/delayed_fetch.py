@@ -61,6 +61,9 @@ class FetchParams:
     # one may be served by a follower, and a leader may point it at another replica.
     client_rack: str = ""
     isolation_level: int = 0  # 1: read_committed (read below the LSO)
+    # Kafka's `clientMetadata` without a rack (a Kafka Fetch v11+ with rack_id ""): a
+    # follower may serve it too; the leader serves it itself (no preferred replica).
+    client_metadata: bool = False
 
     @property
     def read_committed(self) -> bool:
@@ -73,8 +76,8 @@ class FetchParams:
     @property
     def fetch_only_from_leader(self) -> bool:
         """Kafka's rule: replication fetches, and consumer fetches without client
-        metadata, are served by the leader only."""
-        return self.replica_id >= 0 or not self.client_rack
+        metadata (no rack, and not a Kafka Fetch v11+), are served by the leader only."""
+        return self.replica_id >= 0 or not (self.client_rack or self.client_metadata)
 
 
 class FetchTarget(Protocol):

@@ -18,7 +18,9 @@ A fetch may name topics by id (Kafka's Fetch v13+): each partition's request kee
 id (so does the session), and the answer names every topic as it was asked; an id no
 topic has, or that its name's topic no longer has, is answered UNKNOWN_TOPIC_ID.
 A consumer's `rack_id` (KIP-392) goes to the core as `FetchParams.client_rack`; a
-partition the leader sends elsewhere is answered with its `preferred_read_replica`.
+partition the leader sends elsewhere is answered with its `preferred_read_replica`. A
+fetch with client metadata but no rack (a Kafka Fetch v11+ with rack_id "") is served
+by the leader itself, or by a follower it is sent to, as Kafka's.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class DataPlaneHandlers:
             min_bytes=request.min_bytes,
             max_bytes=request.max_bytes,
             client_rack=request.rack_id if request.replica_id < 0 else "",
+            client_metadata=request.replica_id < 0 and request.client_metadata,
             isolation_level=request.isolation_level,
         )
         partitions: dict[TopicPartition, FetchPartitionRequest] = {}

@@ -16,23 +16,37 @@ failed authentication) is translated and still closes. A request-level native
 error answer, a `KafkaRequestError` from `to_native`, a failing native handler or any
 other translation failure is answered with the API's `error_response` carrying that code
 (UNKNOWN_SERVER_ERROR for bugs, INVALID_REQUEST for a native `ProtocolError`), so
-nothing a translation does can break a connection.
+nothing a translation does can break a connection. Every response whose schema has
+`throttle_time` carries the throttle time the quota gate (broker/quota_gate.py) gave
+its request, noted in a `RequestThrottle` set in `REQUEST_THROTTLE` around the native
+call (Kafka's request quota applies to every non-exempt API, not only Produce/Fetch).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.kafka import versions
-from broker.kafka.translation import KafkaHeader, KafkaRequestError, NativeBatch, Translation
+from broker.kafka.translation import (
+    KafkaHeader,
+    KafkaRequestError,
+    NativeBatch,
+    Translation,
+    has_field,
+    ms_of,
+    timedelta_ms,
+)
 from client.protocol.codec import RequestHeader
 from client.protocol.errors import ErrorCode, ProtocolError
 from server_common.network import (
     CLOSE_CONNECTION,
     NO_RESPONSE,
+    REQUEST_THROTTLE,
     Reply,
+    RequestThrottle,
     RespondAndClose,
     error_answer,
     is_error_answer,
@@ -67,6 +81,8 @@ class KafkaDispatcher:
         except Exception:
             log.exception("cannot translate a request of api %s v%s", header.api_key, version)
             return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        note = RequestThrottle()  # the quota gate notes this request's throttle time in it
+        REQUEST_THROTTLE.set(note)
         try:
             native_header = header.native(translation.native_api_key)
             if isinstance(native, NativeBatch):
@@ -81,7 +97,9 @@ class KafkaDispatcher:
         except Exception:
             log.exception("handler for api %s failed (Kafka listener)", header.api_key)
             return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
-        return _translate_outcome(translation, request, version, outcome)
+        finally:
+            REQUEST_THROTTLE.set(None)
+        return _translate_outcome(translation, request, version, outcome, note)
 
     async def _handle_batch(
         self, header: RequestHeader, batch: NativeBatch
@@ -101,20 +119,46 @@ class KafkaDispatcher:
         return answers
 
 
-def _translate_outcome(translation: Translation, request: Any, version: int, outcome: Any) -> Any:
+def _translate_outcome(
+    translation: Translation, request: Any, version: int, outcome: Any, note: RequestThrottle
+) -> Any:
     if outcome is NO_RESPONSE or outcome is CLOSE_CONNECTION:
         return outcome
     if isinstance(outcome, RespondAndClose):  # a failed authentication
-        return RespondAndClose(_translate_outcome(translation, request, version, outcome.response))
+        return RespondAndClose(
+            _translate_outcome(translation, request, version, outcome.response, note)
+        )
     if isinstance(outcome, Reply):
-        return outcome.then(lambda value: _translate_outcome(translation, request, version, value))
+        return outcome.then(
+            lambda value: _translate_outcome(translation, request, version, value, note)
+        )
     if is_error_answer(outcome):
-        return _error_response(translation, request, version, outcome.code)
+        return _with_throttle(_error_response(translation, request, version, outcome.code), note)
     try:
-        return translation.from_native(outcome, version)
+        response = translation.from_native(outcome, version)
     except Exception:
         log.exception("cannot translate a response of api %s v%s", translation.api_key, version)
-        return _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        response = _error_response(translation, request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return _with_throttle(response, note)
+
+
+def _with_throttle(response: Any, note: RequestThrottle) -> Any:
+    """`response` with the throttle time a quota gave its request (Kafka's request quota
+    and byte-rate quotas, broker/quota_gate.py) in its `throttle_time`, for every API
+    whose response has the field; the translations themselves mostly answer 0."""
+    if note.ms <= 0 or not _has_throttle_time(response):
+        return response
+    if ms_of(response.throttle_time) >= note.ms:
+        return response
+    return dataclasses.replace(response, throttle_time=timedelta_ms(note.ms))
+
+
+def _has_throttle_time(response: Any) -> bool:
+    return (
+        dataclasses.is_dataclass(response)
+        and not isinstance(response, type)
+        and has_field(type(response), "throttle_time")
+    )
 
 
 def _error_response(translation: Translation, request: Any, version: int, code: int) -> Any:

@@ -26,7 +26,10 @@ answers the whole request with one error code. `TRANSLATIONS` lists them for ver
   topics) by topic id: the native fetch takes the id and answers under it (an unknown
   id is UNKNOWN_TOPIC_ID); v15's replica state, v16's leader hints and v17's directory
   id are tagged fields a consumer leaves empty. v11+'s `rack_id` (KIP-392) goes to the
-  native fetch and its `preferred_read_replica` comes back.
+  native fetch and its `preferred_read_replica` comes back; a v11+ fetch carries client
+  metadata whatever its rack (Kafka 2.8's KafkaApis), so a follower serves it (an
+  empty rack gets no preferred replica: the leader serves it), an older one only the
+  leader.
 - ListOffsets (with the isolation level: read_committed's latest is the LSO; earliest
   -2, latest -1, by timestamp, max timestamp -3 (v7, KIP-734),
   earliest local -4 (v8, KIP-405: the log start, there being no tiered storage)) and
@@ -298,6 +301,7 @@ def _fetch_to_native(request: Any, header: KafkaHeader) -> m.FetchRequest:
             for t in getattr(request, "forgotten_topics_data", ())
         ],
         rack_id=getattr(request, "rack_id", "") or "",  # v11+ (KIP-392)
+        client_metadata=header.api_version >= 11,  # Kafka's `clientMetadata`, rack or not
         topics=[
             m.FetchTopic(
                 topic=getattr(t, "topic", ""),

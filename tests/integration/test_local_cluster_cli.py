@@ -1,7 +1,8 @@
 """The local-cluster story through the CLI (issue: Local cluster): `cluster up`, produce,
 consume, `cluster kill` the leader, `status` shows the under-replicated partition and
 the new leader, `cluster start`, the ISR is full again, `cluster down` leaves no process
-behind (checked by pid)."""
+behind (checked by pid). The broker `cluster start` brings back runs with the overrides
+`cluster up` was given (its properties file is written again from the saved state)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 
+from server_common.properties import read_properties
 from tests.integration.helpers import wait_until
 from tools.cluster.state import ClusterState, process_alive
 
@@ -60,6 +62,13 @@ def test_kill_a_leader_watch_status_and_bring_it_back(tmp_path):
             "replica.lag.time.max.ms=3000",
         )
         pids = [p.pid for p in ClusterState.load(tmp_path / "cluster").processes]
+
+        def properties(broker_id: int) -> dict[str, str]:
+            broker = ClusterState.load(tmp_path / "cluster").find("broker", broker_id)
+            return read_properties(broker.config_path)
+
+        made = {b: properties(b) for b in (1, 2, 3)}
+        assert made[1]["zookeeper.session.timeout.ms"] == "4000"
         cli(
             "topics",
             "create",
@@ -100,6 +109,7 @@ def test_kill_a_leader_watch_status_and_bring_it_back(tmp_path):
         cli("produce", "story", "--acks", "all", stdin="after-kill\n")
 
         cli("cluster", "start", str(leader))
+        assert properties(leader) == made[leader]  # the overrides too
         wait_until(lambda: not status()["under_replicated_partitions"], 30, 0.5)
         consumed = cli(
             "consume", "story", "--from-beginning", "--max-messages", "31", "--timeout-ms", "10000"

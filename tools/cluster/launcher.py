@@ -169,7 +169,7 @@ class LocalCluster:
         broker_overrides: dict | None = None,
         controller_overrides: dict | None = None,
         metrics: bool = True,
-        internal_listener: bool = False,
+        internal_listener: bool | None = None,
         secure: bool = False,
         racks: list[str] | None = None,
         zookeepers: int = 1,
@@ -181,23 +181,33 @@ class LocalCluster:
         `racks`: broker i's `broker.rack` is racks[(i - 1) % len(racks)] (a new cluster
         keeps them in its state, so restarted brokers keep their rack). `zookeepers`:
         how many ZooKeeper servers (1, or an ensemble of 3 or 5); `zk_chroot`: the
-        servers' `zookeeper.connect` ends in this path (created by the first to start)."""
+        servers' `zookeeper.connect` ends in this path (created by the first to start).
+        An existing cluster keeps what it was made with: overrides and the internal
+        listener not given here are read from its state (`start` rewrites a process's
+        properties file from them)."""
         try:
             self.zk_chroot = ensemble_settings(zookeepers, zk_chroot)
         except ValueError as exc:
             raise LauncherError(str(exc)) from None
         self.zookeeper_count = zookeepers
         self.directory = Path(directory).resolve()
+        self.state: ClusterState | None = ClusterState.load(self.directory)
+        saved = self.state.settings if self.state is not None else {}
         self.secure = secure
+        if internal_listener is None:
+            internal_listener = bool(saved.get("internal_listener", False))
         self.internal_listener = internal_listener
         self.broker_count = brokers
         self.controller_count = controllers
         self.base_port = base_port
+        if broker_overrides is None:
+            broker_overrides = saved.get("broker_overrides")
+        if controller_overrides is None:
+            controller_overrides = saved.get("controller_overrides")
         self.broker_overrides = dict(broker_overrides or {})
         self.controller_overrides = dict(controller_overrides or {})
         self.metrics = metrics
         self.racks = list(racks or [])
-        self.state: ClusterState | None = ClusterState.load(self.directory)
 
     # -- queries -------------------------------------------------------------------
     def running(self) -> bool:
@@ -287,6 +297,10 @@ class LocalCluster:
                 "racks": self.racks,
                 "zookeepers": self.zookeeper_count,
                 "zk_chroot": self.zk_chroot,
+                # What `start` writes each process's properties from again.
+                "broker_overrides": self.broker_overrides,
+                "controller_overrides": self.controller_overrides,
+                "internal_listener": self.internal_listener,
             },
         )
         self.state = state
@@ -385,28 +399,13 @@ class LocalCluster:
         zk = self._require_state().zookeeper_connect
         files = self._secure_files()
         if info.role == "broker":
-            values = {
-                "broker.id": info.id,
-                **_broker_listeners(info, self.internal_listener),
-                "log.dirs": info.data_dir,
-                "zookeeper.connect": zk,
-                "metrics.port": info.metrics_port if info.metrics_port else -1,
-                **LOCAL_BROKER_SETTINGS,
-                **(secure.broker_settings(files, self.internal_listener) if files else {}),
-                **({"broker.rack": rack} if (rack := self.rack_of(info.id)) else {}),
-                **self.broker_overrides,
-            }
+            values = _broker_properties(
+                info, zk, files, self.internal_listener, self.rack_of(info.id)
+            )
+            values.update(self.broker_overrides)
         else:
-            values = {
-                "controller.id": info.id,
-                "listeners": f"PLAINTEXT://127.0.0.1:{info.port}",
-                "zookeeper.connect": zk,
-                "log.dir": info.data_dir,
-                "metrics.port": info.metrics_port if info.metrics_port else -1,
-                **LOCAL_CONTROLLER_SETTINGS,
-                **(secure.controller_settings(files) if files else {}),
-                **self.controller_overrides,
-            }
+            values = _controller_properties(info, zk, files)
+            values.update(self.controller_overrides)
         write_properties(info.config_path, values)
 
     def _start_process(self, info: ProcessInfo) -> None:
@@ -657,6 +656,41 @@ class LocalCluster:
             for p in view.partitions
         ]
         return result
+
+
+def _broker_properties(
+    info: ProcessInfo,
+    zookeeper_connect: str,
+    files: SecureFiles | None,
+    internal_listener: bool,
+    rack: str | None,
+) -> dict:
+    """A local broker's properties, before the cluster's overrides."""
+    return {
+        "broker.id": info.id,
+        **_broker_listeners(info, internal_listener),
+        "log.dirs": info.data_dir,
+        "zookeeper.connect": zookeeper_connect,
+        "metrics.port": info.metrics_port if info.metrics_port else -1,
+        **LOCAL_BROKER_SETTINGS,
+        **(secure.broker_settings(files, internal_listener) if files else {}),
+        **({"broker.rack": rack} if rack else {}),
+    }
+
+
+def _controller_properties(
+    info: ProcessInfo, zookeeper_connect: str, files: SecureFiles | None
+) -> dict:
+    """A local controller's properties, before the cluster's overrides."""
+    return {
+        "controller.id": info.id,
+        "listeners": f"PLAINTEXT://127.0.0.1:{info.port}",
+        "zookeeper.connect": zookeeper_connect,
+        "log.dir": info.data_dir,
+        "metrics.port": info.metrics_port if info.metrics_port else -1,
+        **LOCAL_CONTROLLER_SETTINGS,
+        **(secure.controller_settings(files) if files else {}),
+    }
 
 
 def _reap(pid: int | None) -> None:

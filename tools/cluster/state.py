@@ -2,9 +2,10 @@
 
 How it works: the launcher writes `<cluster dir>/cluster.json` (pids, ports, log paths,
 data dirs, the ZooKeeper connect string: every server of the ensemble, and the chroot if
-any); every other CLI command reads it to find the
-running cluster without flags. The cluster dir is `--dir`, else `$TRIBUTARY_CLUSTER_DIR`,
-else `./.tributary`.
+any; in `settings`, what the cluster was made with: counts, secure, racks, the broker and
+controller overrides, from which `cluster start` writes a process's properties again);
+every other CLI command reads it to find the running cluster without flags. The cluster
+dir is `--dir`, else `$TRIBUTARY_CLUSTER_DIR`, else `./.tributary`.
 """
 
 from __future__ import annotations

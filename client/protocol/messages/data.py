@@ -115,6 +115,9 @@ class FetchRequest:
     topics: list[FetchTopic]
     forgotten_topics_data: list[FetchForgottenTopic] = empty_list()
     rack_id: str = ""  # KIP-392: the consumer's `client.rack`, "" when it has none
+    # KIP-392: the fetch carries client metadata even without a rack (Kafka's Fetch v11+
+    # always does): a follower may serve it. A rack implies it.
+    client_metadata: bool = False
 
 
 @struct
