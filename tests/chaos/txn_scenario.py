@@ -53,13 +53,16 @@ ALL_KINDS = (*SHORT_KINDS, "pause_long", "controlled_stop", "pause_zookeeper")
 # -- the transaction coordinator --------------------------------------------------------
 
 
-def find_txn_coordinator(cluster: ChaosCluster, transactional_id: str, timeout_s=30.0) -> int:
-    """The broker id coordinating `transactional_id` (FindCoordinator, key type 1),
-    asked of each live broker in turn until one answers."""
+def find_txn_coordinator(
+    cluster: ChaosCluster, transactional_id: str, timeout_s=30.0, *, key_type: int = 1
+) -> int:
+    """The broker id coordinating `transactional_id` (FindCoordinator, key type 1; with
+    `key_type=0` the coordinator of the group of that id), asked of each live broker in
+    turn until one answers."""
 
     async def ask(port: int) -> int | None:
         async with open_connection("127.0.0.1", port) as conn:
-            request = m.FindCoordinatorRequest(key=transactional_id, key_type=1)
+            request = m.FindCoordinatorRequest(key=transactional_id, key_type=key_type)
             response = await conn.request(request, timeout_s=5)
         return response.node_id if response.error_code == ErrorCode.NONE else None
 

@@ -26,6 +26,10 @@ How it works, each client in a thread of the test process (one clock for all tim
   read_committed (and read_uncommitted), until the ends are reached or nothing new
   comes for a while.
 `Workload` starts and stops them all and builds the `History`.
+
+The transactional producers close idle connections after `IDLE_CLOSE_MS`: the
+workaround for librdkafka's send_offsets_to_transaction hanging for good after the group
+coordinator's broker is killed (librdkafka issues #5511 and #5456; see `IDLE_CLOSE_MS`).
 """
 
 from __future__ import annotations
@@ -50,8 +54,19 @@ def _ck() -> Any:
     return confluent_kafka
 
 
+# librdkafka (2.10 on) drops the handle of a broker a Metadata answer leaves out (a
+# killed one), but its cache of group coordinators may keep pointing at it: a
+# send_offsets_to_transaction then waits, whatever its timeout, for that handle to come
+# up, and only looks the coordinator up again when another of the client's connections
+# changes state (librdkafka issues #5511 and #5456, both open). Closing idle connections
+# after a few seconds makes such a change happen, so the wait ends within seconds
+# instead of when something else happens to reconnect (minutes, or never).
+IDLE_CLOSE_MS = 5_000
+
+
 def producer_config(bootstrap: str, transactional_id: str) -> dict:
     return {
+        "connections.max.idle.ms": IDLE_CLOSE_MS,
         "bootstrap.servers": bootstrap,
         "transactional.id": transactional_id,
         "enable.idempotence": True,
