@@ -157,10 +157,17 @@ def native_ask(sock: socket.socket, protocol: ClientConnection, request: Any) ->
 
 
 # -- a storm of failed logins --------------------------------------------------------------
-async def _tls_stream(port: int, context: ssl.SSLContext) -> trio.SSLStream:
+async def _tls_stream(port: int, context: ssl.SSLContext) -> trio.SSLStream | None:
+    """A TLS connection, or None if the broker closed it during the handshake (it does
+    after `tls_handshake_timeout_s`, which a loaded machine can reach: a close under
+    load, as the callers count it)."""
     tcp = await trio.open_tcp_stream("127.0.0.1", port)
     stream = trio.SSLStream(tcp, context, server_hostname="127.0.0.1")
-    await stream.do_handshake()
+    try:
+        await stream.do_handshake()
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        await trio.aclose_forcefully(stream)
+        return None
     return stream
 
 
@@ -182,6 +189,8 @@ async def kafka_failed_login(port: int, context: ssl.SSLContext, user: str, pass
     """One PLAIN login on the Kafka wire: 'refused' (SASL_AUTHENTICATION_FAILED),
     'closed' (no answer), or what else came back."""
     stream = await _tls_stream(port, context)
+    if stream is None:
+        return "closed"
     buffer = bytearray()
     try:
         await stream.send_all(kafka_request(SASL_HANDSHAKE, 1, 1, handshake_body("PLAIN")))
@@ -206,6 +215,8 @@ async def kafka_failed_login(port: int, context: ssl.SSLContext, user: str, pass
 async def native_failed_login(port: int, context: ssl.SSLContext, user: str, password: str) -> str:
     """One PLAIN login on the native wire, with the same outcomes."""
     stream = await _tls_stream(port, context)
+    if stream is None:
+        return "closed"
     protocol = ClientConnection("hostile")
     try:
         for request in (
