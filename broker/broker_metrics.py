@@ -9,6 +9,7 @@ client quota managers' per entity rates and throttle times.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from broker.core.client_quotas import ClientQuotas, SensorSnapshot
 from broker.core.fetch_sessions import FetchManager
@@ -18,6 +19,29 @@ from broker.core.replica_manager import ReplicaManager
 from client.protocol.api import ApiKey
 from server_common.metrics import MetricsRegistry
 from server_common.network import Observer
+
+
+class _PartitionLabels:
+    """The replica manager's partitions in (topic, partition) order, each with its
+    metric labels. Order and labels are rebuilt only when the set of partitions changed
+    (sorting thousands of TopicPartitions and making their label dicts at every snapshot
+    cost seconds of a 10,000-partition broker's loop); the partitions are looked up at
+    each read (a partition may be replaced under the same name)."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self._rm = rm
+        self._keys: frozenset = frozenset()
+        self._order: list[tuple[dict[str, str], Any]] = []
+
+    def sorted(self) -> list[tuple[dict[str, str], Any]]:
+        partitions = self._rm.partitions
+        if len(partitions) != len(self._keys) or partitions.keys() != self._keys:
+            self._keys = frozenset(partitions)
+            self._order = [
+                ({"topic": tp.topic, "partition": str(tp.partition)}, tp)
+                for tp in sorted(partitions, key=lambda tp: (tp.topic, tp.partition))
+            ]
+        return [(labels, partitions[tp]) for labels, tp in self._order if tp in partitions]
 
 
 def register_broker_metrics(
@@ -46,7 +70,9 @@ def register_broker_metrics(
     reg.gauge(
         "offline_partitions_count",
         "OfflinePartitionsCount as this broker's metadata shows it (leader -1)",
-        lambda: sum(1 for _, s in metadata_cache.all_partitions() if s.leader < 0),
+        lambda: sum(
+            1 for parts in metadata_cache.topics.values() for s in parts.values() if s.leader < 0
+        ),
     )
     reg.gauge("leader_count", "LeaderCount: partitions led by this broker", rm.leader_count)
     reg.gauge(
@@ -119,30 +145,23 @@ def register_broker_metrics(
             ({"delayed_operation": "Fetch"}, rm.fetch_purgatory.expired_count),
         ],
     )
+    # Per partition: one sample each (thousands on a large broker, in every JSON-lines
+    # snapshot): labels and order are built once per set of partitions, not per read.
+    by_partition = _PartitionLabels(rm)
     reg.gauge(
         "log_end_offset",
         "LogEndOffset per partition",
-        lambda: [
-            ({"topic": tp.topic, "partition": str(tp.partition)}, p.log_end_offset)
-            for tp, p in sorted(rm.partitions.items())
-        ],
+        lambda: [(labels, p.log_end_offset) for labels, p in by_partition.sorted()],
     )
     reg.gauge(
         "high_watermark",
         "HighWatermark per partition",
-        lambda: [
-            ({"topic": tp.topic, "partition": str(tp.partition)}, p.high_watermark)
-            for tp, p in sorted(rm.partitions.items())
-        ],
+        lambda: [(labels, p.high_watermark) for labels, p in by_partition.sorted()],
     )
     reg.gauge(
         "isr_size",
         "ISR size per led partition",
-        lambda: [
-            ({"topic": tp.topic, "partition": str(tp.partition)}, len(p.isr))
-            for tp, p in sorted(rm.partitions.items())
-            if p.is_leader
-        ],
+        lambda: [(labels, len(p.isr)) for labels, p in by_partition.sorted() if p.is_leader],
     )
     fetch_wait = reg.histogram(
         "fetch_wait_seconds",
