@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,10 +85,11 @@ def _planned_values(root: Path, **options) -> list[bytes]:
     return _values([piece for group in groups for piece in group], read_committed=True)
 
 
-def test_an_open_transaction_holds_back_every_later_record_until_it_ends(tmp_path):
-    write_meta(log_dir_of(tmp_path, 1), 1)
-    directory = log_dir_of(tmp_path, 1) / "t-0"
-    log = Log.open(directory, LogConfig(segment_bytes=300), now_ms=0)
+def _log_with_open_transaction(root: Path) -> tuple[Log, int]:
+    """Broker 1's `t-0` under `root`: committed, plain, producer 2's transaction left
+    open (at the offset returned), then committed, aborted and plain records after it."""
+    write_meta(log_dir_of(root, 1), 1)
+    log = Log.open(log_dir_of(root, 1) / "t-0", LogConfig(segment_bytes=300), now_ms=0)
     log.append_as_leader(_txn(1, 0, b"committed-0"), 0, now_ms=1)
     _end(log, 1, True)
     log.append_as_leader(_plain(b"plain-0"), 0, now_ms=1)
@@ -101,6 +103,12 @@ def test_an_open_transaction_holds_back_every_later_record_until_it_ends(tmp_pat
     for i in range(4):
         log.append_as_leader(_plain(b"plain-%d" % (2 + i)), 0, now_ms=1)
     log.flush()
+    return log, open_at
+
+
+def test_an_open_transaction_holds_back_every_later_record_until_it_ends(tmp_path):
+    log, open_at = _log_with_open_transaction(tmp_path)
+    directory = log_dir_of(tmp_path, 1) / "t-0"
     assert log.last_stable_offset(log.log_end_offset) == open_at  # the broker agrees
 
     pieces = _pieces(directory, tmp_path)
@@ -125,6 +133,25 @@ def test_an_open_transaction_holds_back_every_later_record_until_it_ends(tmp_pat
         b"committed-1",
         *(b"plain-%d" % (2 + i) for i in range(4)),
     ]
+
+
+@pytest.mark.spark
+def test_spark_read_committed_stops_at_the_open_transaction(spark, tmp_path):
+    log, open_at = _log_with_open_transaction(tmp_path)
+    log.close()
+    rows = (
+        spark.read.format("tributary")
+        .option("read_committed", "true")
+        .option("pushdown", "true")  # the offset range is pushed down to the plan too
+        .load(str(tmp_path))
+        .where(f"offset <= {open_at + 5}")
+        .collect()
+    )
+    assert sorted((row.offset, row.value) for row in rows) == [
+        (0, b"committed-0"),
+        (2, b"plain-0"),
+    ]
+    assert open_at == 3
 
 
 # One step of a history: (producer 1-3, what it does).
