@@ -24,8 +24,8 @@ Options (all strings, as Spark passes them):
   headers, on the driver: `spark.lso`), so an open transaction holds back every later
   record, committed or not transactional, as in Kafka. Like the default mode it reads
   each replica's files to their end, not to the checkpointed high watermark (that file
-  lags the broker by seconds; filter on `spark.layout.read_checkpoints`' HW to apply it). Without
-  the option every record of the log, markers included;
+  lags the broker by seconds; filter on `spark.layout.read_checkpoints`' HW to apply
+  it). Without the option every record of the log, markers included;
 - `pushdown` (default false): take Spark's filters too (below);
 - `corrupt_batches` (default false): the error table instead, one row per batch whose
   CRC does not match (`spark.corruption.CORRUPT_BATCH_SCHEMA`): where it is, the offsets
