@@ -17,9 +17,15 @@ Options (all strings, as Spark passes them):
   together by one task, up to this many bytes (thousands of tiny segments otherwise cost a
   task each);
 - `topics`: a comma-separated list of topics to read (default: all);
-- `read_committed` (default false): what a read_committed consumer gets, as far as the
-  files tell: no transaction markers, no records of aborted transactions (the partition's
-  `.txnindex` files); without it every record of the log, markers included;
+- `read_committed` (default false): what a read_committed consumer gets: no transaction
+  markers, no records of aborted transactions (the partition's `.txnindex` files), and
+  nothing at or past the last stable offset, the first offset of the earliest
+  transaction still open when the plan was made (found per replica from the batch
+  headers, on the driver: `spark.lso`), so an open transaction holds back every later
+  record, committed or not transactional, as in Kafka. Like the default mode it reads
+  each replica's files to their end, not to the checkpointed high watermark (that file
+  lags the broker by seconds; filter on `spark.layout.read_checkpoints`' HW to apply
+  it). Without the option every record of the log, markers included;
 - `pushdown` (default false): take Spark's filters too (below);
 - `corrupt_batches` (default false): the error table instead, one row per batch whose
   CRC does not match (`spark.corruption.CORRUPT_BATCH_SCHEMA`): where it is, the offsets
@@ -74,6 +80,7 @@ from spark import schemas
 from spark.corruption import CORRUPT_BATCH_SCHEMA, read_slice_corruption
 from spark.decode import SegmentSlice, plan_slices, read_slice_batches, read_slice_records
 from spark.layout import find_log_dirs
+from spark.lso import first_open_offset
 
 __all__ = ["FORMAT", "TributaryDataSource", "plan_input_partitions", "register"]
 
@@ -116,11 +123,15 @@ def plan_input_partitions(
     partitions: frozenset[int] | None = None,
     brokers: frozenset[int] | None = None,
     offset_range: tuple[int | None, int | None] = (None, None),
+    read_committed: bool = False,
 ) -> list[tuple[SegmentSlice, ...]]:
     """The slices of each input partition for the logs under `path` (see module doc).
 
     `topics`, `partitions`, `brokers`: only these (None: all). `offset_range` (low, high,
-    inclusive, None: open): segments that cannot hold such an offset are left out.
+    inclusive, None: open): segments that cannot hold such an offset are left out. With
+    `read_committed`, each replica's partition is scanned once here (headers only,
+    `spark.lso`) for its first open transaction: slices carry it as `stable_end`, and
+    segments starting at or past it are left out.
     """
     low, high = offset_range
     groups: list[tuple[SegmentSlice, ...]] = []
@@ -135,13 +146,8 @@ def plan_input_partitions(
             if partitions is not None and partition.partition not in partitions:
                 continue
             segments = partition.segments
-            for index, segment in enumerate(segments):
-                if high is not None and segment.base_offset > high:
-                    continue  # starts after the range
-                following = segments[index + 1] if index + 1 < len(segments) else None
-                if low is not None and following is not None and following.base_offset <= low:
-                    continue  # ends before the range (the next segment starts at or below it)
-                whole = SegmentSlice(
+            wholes = [
+                SegmentSlice(
                     segment.path,
                     log_dir.path,
                     log_dir.broker,
@@ -151,6 +157,18 @@ def plan_input_partitions(
                     0,
                     segment.size,
                 )
+                for segment in segments
+            ]
+            stable_end = first_open_offset(wholes, until=high) if read_committed else None
+            for index, segment in enumerate(segments):
+                if high is not None and segment.base_offset > high:
+                    continue  # starts after the range
+                if stable_end is not None and segment.base_offset >= stable_end:
+                    continue  # at or past the last stable offset
+                following = segments[index + 1] if index + 1 < len(segments) else None
+                if low is not None and following is not None and following.base_offset <= low:
+                    continue  # ends before the range (the next segment starts at or below it)
+                whole = wholes[index]._replace(stable_end=stable_end)
                 if segment.size == 0:
                     continue  # an empty active segment: nothing to read
                 if pack_bytes > 0 and segment.size < pack_bytes:
@@ -225,6 +243,7 @@ class TributaryReader(DataSourceReader):
             partitions=self.partition_ids,
             brokers=self.brokers,
             offset_range=(self.offset_low, self.offset_high),
+            read_committed=self.read_committed and not (self.headers_only or self.corrupt_batches),
         )
         return [SlicesPartition(group) for group in groups]
 

@@ -26,9 +26,11 @@ timestamps as numpy base + delta: no Python object per record of our own) and
 
 Transactions: `read_slice_records(..., read_committed=True)` skips control batches (the
 COMMIT/ABORT markers) and the batches of aborted transactions, as the partition
-directory's `.txnindex` files list them (`aborted_transactions`); a transaction still
-open when the files were read cannot be told apart offline and is kept. Without it every
-batch is read, markers included (one record each, at its offset).
+directory's `.txnindex` files list them (`aborted_transactions`), and stops at the
+slice's `stable_end`: the partition's last stable offset, the first offset of its
+earliest transaction still open, which the planner finds from the batch headers
+(`spark.lso`); nothing at or past it is read, transactional or not, as in Kafka. Without
+it every batch is read, markers included (one record each, at its offset).
 
 `record_size` is the bytes a record occupies in the log: its batch's size (61-byte header
 plus the compressed payload) shared evenly among the batch's records, the remainder going
@@ -102,6 +104,9 @@ class SegmentSlice(NamedTuple):
     segment_base_offset: int
     start: int
     end: int
+    # read_committed reads stop before this offset (the partition's first open
+    # transaction, `spark.lso`); None: no open transaction (or not planned for it).
+    stable_end: int | None = None
 
 
 class SliceBatch(NamedTuple):
@@ -563,11 +568,16 @@ def aborted_transactions(directory: str) -> dict[int, list[tuple[int, int]]]:
 
 
 def _committed_batches(
-    batches: Iterator[SliceBatch], aborted: dict[int, list[tuple[int, int]]]
+    batches: Iterator[SliceBatch],
+    aborted: dict[int, list[tuple[int, int]]],
+    stable_end: int | None,
 ) -> Iterator[SliceBatch]:
-    """`batches` without control batches and aborted transactions' batches."""
+    """`batches` without control batches and aborted transactions' batches, up to the
+    first batch at or past `stable_end` (a slice's batches are in offset order)."""
     for batch in batches:
         header = batch.header
+        if stable_end is not None and header.base_offset >= stable_end:
+            return
         attributes = header.attributes
         if attributes & ATTR_CONTROL:
             continue
@@ -590,12 +600,13 @@ def read_slice_records(
     """One row per record of `segment`, as arrow batches of about ROWS_PER_ARROW_BATCH;
     batches outside `offset_range` or wholly older than `min_timestamp` are skipped
     undecoded (see `RecordColumns`); with `read_committed`, markers and aborted
-    transactions' batches too."""
+    transactions' batches too, and everything from `segment.stable_end` on (set it with
+    `spark.lso.with_stable_end`; the data source's planner does)."""
     columns = RecordColumns(segment, offset_range=offset_range, min_timestamp=min_timestamp)
     batches = iter_slice_batches(segment, verify_crc=verify_crc)
     if read_committed:
         directory = os.path.dirname(segment.path)
-        batches = _committed_batches(batches, aborted_transactions(directory))
+        batches = _committed_batches(batches, aborted_transactions(directory), segment.stable_end)
     done = False
     while True:
         with _gc_paused():  # never across a yield: only while this chunk is decoded
