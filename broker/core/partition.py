@@ -17,7 +17,10 @@ How it works (SPEC.md "Produce", "Fetch", "Follower state ... ISR rules"; Kafka'
   `IsrUpdate` (write this state to ZooKeeper if the znode is still at version v) and
   enter a pending state (see `isr.py`). `complete_isr_update` applies ZooKeeper's answer:
   success commits it; a version conflict adopts the controller's state if we are still
-  leader at our epoch, or drops the change otherwise.
+  leader at our epoch, or drops the change otherwise. An answer is applied only to the
+  update it answers (`sent`): writes are pipelined, and an answer to a write made before
+  the controller reset the state (LeaderAndIsr) used to be taken for the answer to the
+  next one, leaving the leader sure of an ISR that ZooKeeper did not hold, for good.
 - As follower: appends the leader's batches as they are, and keeps
   HW = min(own LEO, leader HW).
 
@@ -149,6 +152,8 @@ class Partition:
         self.controller_epoch: int = -1
         self.zk_version: int = -1
         self.isr_state: IsrState = CommittedIsr(frozenset())
+        # The state the pending ISR change asked ZooKeeper for (None: none pending).
+        self.isr_update_sent: LeaderAndIsr | None = None
         self.followers: dict[int, FollowerState] = {}
         self.high_watermark = max(min(high_watermark, log.log_end_offset), log.log_start_offset)
 
@@ -186,6 +191,7 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.assigned_replicas = tuple(state.replicas)
         self.isr_state = CommittedIsr(frozenset(state.isr))
+        self.isr_update_sent = None  # an answer to a write made before is stale
         self.zk_version = state.zk_version
         self.leader_id = self.local_broker_id
         if new_term:
@@ -231,6 +237,7 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.assigned_replicas = tuple(state.replicas)
         self.isr_state = CommittedIsr(frozenset(state.isr))
+        self.isr_update_sent = None
         self.zk_version = state.zk_version
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
@@ -485,22 +492,33 @@ class Partition:
         return self._isr_update(new_isr)
 
     def _isr_update(self, new_isr: frozenset[int]) -> IsrUpdate:
-        return IsrUpdate(
-            self.topic_partition,
-            LeaderAndIsr(
-                leader=self.local_broker_id,
-                leader_epoch=self.leader_epoch,
-                isr=ordered(new_isr, self.assigned_replicas),
-                controller_epoch=self.controller_epoch,
-                zk_version=self.zk_version,
-            ),
+        self.isr_update_sent = LeaderAndIsr(
+            leader=self.local_broker_id,
+            leader_epoch=self.leader_epoch,
+            isr=ordered(new_isr, self.assigned_replicas),
+            controller_epoch=self.controller_epoch,
+            zk_version=self.zk_version,
         )
+        return IsrUpdate(self.topic_partition, self.isr_update_sent)
 
-    def complete_isr_update(self, outcome: IsrUpdateOutcome, now_ms: int) -> bool:
-        """Apply ZooKeeper's answer to the pending change. Returns True if HW moved."""
+    def complete_isr_update(
+        self, outcome: IsrUpdateOutcome, now_ms: int, sent: LeaderAndIsr | None = None
+    ) -> bool:
+        """Apply ZooKeeper's answer to the pending change: the answer to the write of
+        `sent` (the `IsrUpdate`'s state; None: to whatever is pending). An answer to
+        another write than the pending one is dropped. Returns True if HW moved."""
         pending = self.isr_state
         if isinstance(pending, CommittedIsr):  # no change in flight
             return False
+        if sent is not None and sent is not self.isr_update_sent:
+            log.info(
+                "%s: dropping ZooKeeper's answer to an earlier ISR update (%s at version %d)",
+                self.topic_partition,
+                list(sent.isr),
+                sent.zk_version,
+            )
+            return False
+        self.isr_update_sent = None
         if isinstance(outcome, IsrUpdateSucceeded):
             if isinstance(pending, PendingExpandIsr):
                 new_isr = pending.isr | {pending.new_in_sync_replica}

@@ -85,6 +85,7 @@ from broker.core.txn_verification import ALLOW_ALL, TransactionVerifier
 from client.protocol.errors import ErrorCode
 from client.protocol.records import RecordError
 from client.protocol.types import TopicPartition
+from server_common.zkdata import LeaderAndIsr
 
 # The shell imports these from here (some are defined beside the replica manager).
 __all__ = [
@@ -484,13 +485,18 @@ class ReplicaManager(LeaderQueries):
         return started
 
     def complete_isr_update(
-        self, tp: TopicPartition, outcome: IsrUpdateOutcome, now_ms: int
+        self,
+        tp: TopicPartition,
+        outcome: IsrUpdateOutcome,
+        now_ms: int,
+        sent: LeaderAndIsr | None = None,
     ) -> None:
+        """ZooKeeper's answer to the ISR write of `sent` (an `IsrUpdate.new_state`)."""
         partition = self.partitions.get(tp)
         if partition is None:
             return
         before = partition.isr
-        hw_moved = partition.complete_isr_update(outcome, now_ms)
+        hw_moved = partition.complete_isr_update(outcome, now_ms, sent)
         after = partition.isr
         if isinstance(outcome, IsrUpdateSucceeded):
             if len(after) < len(before):

@@ -147,7 +147,7 @@ class BackgroundTasks:
             try:
                 tp = update.topic_partition
                 outcome = await self.gateway.write_isr(tp, update.new_state)
-                rm.complete_isr_update(tp, outcome, self.now_ms())
+                rm.complete_isr_update(tp, outcome, self.now_ms(), update.new_state)
             finally:
                 in_flight.release()
 

@@ -292,7 +292,9 @@ class SimBroker:
                 outcome = IsrUpdateSucceeded(stored.zk_version)
             except BadVersion:
                 outcome = IsrUpdateConflict(zk.get(update.topic_partition))
-            rm.complete_isr_update(update.topic_partition, outcome, self.cluster.clock())
+            rm.complete_isr_update(
+                update.topic_partition, outcome, self.cluster.clock(), update.new_state
+            )
 
     def _send_fetch(self, leader_id: int, now: int) -> None:
         rm = self.rm

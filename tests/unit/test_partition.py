@@ -149,6 +149,57 @@ def test_conflicting_isr_write_adopts_the_controllers_state(leader):
     assert partition.isr == (1, 2) and partition.zk_version == 5
 
 
+def test_a_late_answer_to_an_isr_write_from_before_a_leader_and_isr_is_not_taken_for_the_next(
+    leader,
+):
+    """Pipelined ISR writes (10,000 partitions after a SIGKILL): a shrink written before
+    the controller's LeaderAndIsr fails late, after the leader wrote the next shrink. Its
+    answer must not settle that pending shrink, nor the shrink's answer settle the
+    expansion after it: the leader's ISR must end as the znode's, or it never writes
+    again (1,076 partitions stayed under-replicated for good in the bench)."""
+    znode = {"isr": (1, 2, 3), "version": 0}
+
+    def zookeeper(update):  # a conditional set, as the gateway does it
+        sent = update.new_state
+        if sent.zk_version != znode["version"]:
+            current = LeaderAndIsr(
+                leader=1, leader_epoch=1, isr=znode["isr"], controller_epoch=1,
+                zk_version=znode["version"],
+            )  # fmt: skip
+            return IsrUpdateConflict(current)
+        znode.update(isr=sent.isr, version=znode["version"] + 1)
+        return IsrUpdateSucceeded(znode["version"])
+
+    partition = leader.get_partition(TP)
+    follower_fetch(leader, 2, 0, T0)
+    leader.maybe_shrink_isrs(T0 + LAG_MS + 1)  # 2 and 3 lag: write 1 -> (1,) at v0
+    (early,) = leader.take_effects()
+    # Broker 3 dies; the controller writes (1, 2) at v1 and sends LeaderAndIsr (epoch 1).
+    znode.update(isr=(1, 2), version=1)
+    state = PartitionStateUpdate("orders", 0, 1, 1, 1, (1, 2), 1, (1, 2, 3))
+    leader.become_leader_or_follower(T0 + LAG_MS + 2, 1, [state])
+    now = T0 + 2 * LAG_MS + 10
+    leader.maybe_shrink_isrs(now)  # 2 still lags: write 2 -> (1,) at v1
+    (shrink,) = leader.take_effects()
+    # The early write's answer (a conflict: v1 holds (1, 2)) arrives first: dropped.
+    leader.complete_isr_update(TP, zookeeper(early), now, early.new_state)
+    assert partition.isr_state.is_inflight and partition.isr == (1, 2)
+    shrink_answer = zookeeper(shrink)  # written: (1,) at v2
+    leader.complete_isr_update(TP, shrink_answer, now, shrink.new_state)
+    assert partition.isr == (1,) == znode["isr"] and partition.zk_version == 2
+    # Both followers catch up: the expansions are written from what the znode holds.
+    for follower in (2, 3):
+        leader.fetch_messages(
+            now + 1,
+            FetchParams(replica_id=follower, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20),
+            {TP: FetchPartitionRequest(partition.log_end_offset, 1, 1 << 20)},  # epoch 1
+            lambda _: None,
+        )
+        for update in leader.take_effects():
+            leader.complete_isr_update(TP, zookeeper(update), now + 1, update.new_state)
+    assert partition.isr == znode["isr"] == (1, 2, 3)
+
+
 def test_failed_isr_write_leaves_the_isr_as_it_was(leader):
     leader.maybe_shrink_isrs(T0 + LAG_MS + 1)
     leader.take_effects()
