@@ -165,6 +165,16 @@ def test_a_client_over_its_byte_rate_is_held_to_it_and_others_are_not(cluster):
     assert throttled_responses.get("free") == 0 and throttled_responses["throttled"] > 0
 
 
+def throttles_until(cluster, client_id: str, done, timeout_s: float = 30) -> list[int]:
+    """Produce 4 half-MiB batches as `client_id` again and again until `done(throttle
+    times)` or `timeout_s`; the last throttle times (the caller asserts on them)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        throttles = produce_throttle_ms(cluster, client_id, 4, HALF_MIB)
+        if done(throttles) or time.monotonic() > deadline:
+            return throttles
+
+
 def test_a_quota_altered_live_applies_and_throttled_answers_say_so(cluster):
     # No quota yet for this client-id: 3 MiB at once is answered without a throttle.
     assert produce_throttle_ms(cluster, "live", 6, HALF_MIB) == [0] * 6
@@ -174,11 +184,7 @@ def test_a_quota_altered_live_applies_and_throttled_answers_say_so(cluster):
     )  # fmt: skip
     assert altered.returncode == 0, altered.stderr
     # The change reaches the broker through /config/changes, without a restart.
-    deadline = time.monotonic() + 30
-    while True:
-        throttles = produce_throttle_ms(cluster, "live", 4, HALF_MIB)
-        if throttles[-1] > 0 or time.monotonic() > deadline:
-            break
+    throttles = throttles_until(cluster, "live", lambda t: t[-1] > 0)
     assert throttles[-1] > 0, throttles
     # And removing it lifts it.
     removed = tributary(
@@ -186,11 +192,7 @@ def test_a_quota_altered_live_applies_and_throttled_answers_say_so(cluster):
         "--delete-config", "producer_byte_rate",
     )  # fmt: skip
     assert removed.returncode == 0, removed.stderr
-    deadline = time.monotonic() + 30
-    while True:
-        throttles = produce_throttle_ms(cluster, "live", 4, HALF_MIB)
-        if throttles == [0] * 4 or time.monotonic() > deadline:
-            break
+    throttles = throttles_until(cluster, "live", lambda t: t == [0] * 4)
     assert throttles == [0] * 4
 
 

@@ -284,15 +284,20 @@ def test_an_idempotent_producers_last_batch_survives_cleaning_and_recovery(tmp_p
     log.close()
 
 
-def test_recovery_after_cleaning_rebuilds_the_same_state(tmp_path):
-    log = open_log(tmp_path)
-    w = Writer(log)
+def three_segments_of_a_committed_and_an_aborted_transaction(w: Writer) -> None:
+    """Three segments, each: producer 1 commits key a, producer 2 aborts key a."""
     for round_ in range(3):
         w.txn(1, (b"a", f"c{round_}".encode()))
         w.end(1, commit=True)
         w.txn(2, (b"a", f"x{round_}".encode()))
         w.end(2, commit=False)
         w.roll()
+
+
+def test_recovery_after_cleaning_rebuilds_the_same_state(tmp_path):
+    log = open_log(tmp_path)
+    w = Writer(log)
+    three_segments_of_a_committed_and_an_aborted_transaction(w)
     w.txn(5, (b"open", b"o"))  # an open transaction: never cleaned
     w.roll()
     clean(log, BEFORE_HORIZON)
@@ -410,12 +415,7 @@ def test_a_crash_anywhere_in_a_pass_keeps_the_txnindex_with_its_segment(tmp_path
     source = tmp_path / "source"
     log = open_log(source)
     w = Writer(log)
-    for round_ in range(3):
-        w.txn(1, (b"a", f"c{round_}".encode()))
-        w.end(1, commit=True)
-        w.txn(2, (b"a", f"x{round_}".encode()))
-        w.end(2, commit=False)
-        w.roll()
+    three_segments_of_a_committed_and_an_aborted_transaction(w)
     w.txn(2, (b"b", b"last"))
     w.end(2, commit=True)
     w.roll()
