@@ -11,7 +11,7 @@ import pytest
 
 from server_common.zk_kazoo import split_chroot
 from tools.cluster.ensemble import member
-from tools.cluster.launcher import LauncherError, LocalCluster
+from tools.cluster.launcher import LauncherError, LocalCluster, _pick_port
 from tools.cluster.state import ClusterState
 from tools.cluster.zk_processes import zookeeper_infos
 from tools.cluster.zookeeper import PeerPorts, free_port
@@ -57,7 +57,14 @@ def test_split_chroot(connect, expected):
 
 def test_launcher_names_ensemble_members_and_refuses_an_ambiguous_zookeeper(tmp_path):
     cluster = LocalCluster(tmp_path, zookeepers=3, zk_chroot="/tributary", base_port=None)
-    infos = zookeeper_infos(tmp_path, 3, lambda _: free_port(), base_ports=False)
+    taken: set[int] = set()
+
+    def pick(_preferred: int | None) -> int:  # as the launcher picks: never a port twice
+        port = _pick_port(None, taken)
+        taken.add(port)
+        return port
+
+    infos = zookeeper_infos(tmp_path, 3, pick, base_ports=False)
     assert [z.name for z in infos] == ["zookeeper-1", "zookeeper-2", "zookeeper-3"]
     ports = {p for z in infos for p in (z.port, z.quorum_port, z.election_port)}
     assert len(ports) == 9 and None not in ports
